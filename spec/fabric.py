@@ -1,0 +1,217 @@
+"""The fabric model: queue pairs, completion queues, the wire and the TCP side channel.
+
+Pure values and pure functions; nothing here knows about gates. The rules that matter:
+- UC delivers in order and drops a SEND that finds no posted receive, while the sender's send
+  already completed successfully (UC completes a send when it leaves the sender);
+- RC completes a send when the responder acknowledges it; with no receive posted the responder
+  answers RNR and, with rnr_retry 0, the sender's WR fails and its QP enters the error state;
+- a message longer than the receive buffer completes the receive in error (local length error);
+- a CQ holds at most its depth; one more completion is an overflow, a fatal error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+# wr_id tag bits: gate receives and sends carry bare sequence numbers
+TAG_BULK = 1 << 63      # drain dummies and big-gate chunks: BULK | index
+TAG_WARM = 1 << 62      # warm-up exchanges at setup
+TAG_MASK = TAG_BULK | TAG_WARM
+
+ST_OK = "success"
+ST_LEN = "local length error"
+ST_RNR = "RNR retry counter exceeded"
+ST_FLUSH = "work request flushed"
+ST_RETRY = "transport retry counter exceeded"
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Ghost identity of the bytes a message carries, so checkers can see what landed where.
+
+    kind: "gate" (seq, chunk), "dummy" (seq = the sender's last gate, chunk = index),
+    "big" (seq = chunk index in the big gate, chunk = big-gate number), "warm".
+    """
+
+    kind: str
+    origin: int
+    seq: int
+    chunk: int
+
+
+@dataclass(frozen=True)
+class RecvWR:
+    wr_id: int
+    buf: str            # "in" (gate slab) or "stage" (big-gate staging)
+    slot: int
+    offset: int         # byte offset inside the slot
+    length: int
+    want: Payload       # what the protocol posted this buffer for (ghost)
+
+
+@dataclass(frozen=True)
+class SendWR:
+    wr_id: int
+    buf: str            # "out" (gate slab), "stage" (big-gate staging) or "none" (dummy)
+    slot: int
+    offset: int
+    length: int
+    signaled: bool
+    payload: Payload
+
+
+@dataclass(frozen=True)
+class CQE:
+    opcode: str         # "send" | "recv"
+    wr_id: int
+    status: str
+    byte_len: int
+    payload: Payload    # what landed (recv) or what left (send); ghost
+
+
+@dataclass(frozen=True)
+class Message:
+    wr_id: int          # the sender's WR, for RC acknowledgement
+    length: int
+    payload: Payload
+    signaled: bool
+
+
+@dataclass(frozen=True)
+class QP:
+    qp_type: str                    # "uc" | "rc"
+    state: str = "rts"              # "rts" | "error"
+    rq: tuple[RecvWR, ...] = ()
+    sq: tuple[SendWR, ...] = ()
+    cq: tuple[CQE, ...] = ()
+    cq_overflow: bool = False
+
+
+@dataclass(frozen=True)
+class TcpItem:
+    """One write on the TCP side channel: a barrier byte or a big-gate header."""
+
+    kind: str           # "byte" | "header"
+    value: int          # the byte, or the header's big-gate number
+    chunks: int = 0     # header: chunks of the big gate
+    depth: int = 0      # header: the sender's granted receive depth
+
+
+@dataclass(frozen=True)
+class Fabric:
+    qps: tuple[QP, QP]
+    wire: tuple[tuple[Message, ...], tuple[Message, ...]] = ((), ())   # wire[r]: from r
+    tcp: tuple[tuple[TcpItem, ...], tuple[TcpItem, ...]] = ((), ())    # tcp[r]: from r
+    unsignaled_completions: bool = True    # provider quirk: unsignaled sends complete too
+
+
+def new_fabric(qp_type: str, unsignaled_completions: bool) -> Fabric:
+    return Fabric((QP(qp_type), QP(qp_type)), unsignaled_completions=unsignaled_completions)
+
+
+def set_qp(fab: Fabric, r: int, qp: QP) -> Fabric:
+    qps = (qp, fab.qps[1]) if r == 0 else (fab.qps[0], qp)
+    return replace(fab, qps=qps)
+
+
+def set_pair(pair: tuple, r: int, value) -> tuple:
+    return (value, pair[1]) if r == 0 else (pair[0], value)
+
+
+def push_cqe(qp: QP, cqe: CQE, cq_depth: int) -> QP:
+    if len(qp.cq) >= cq_depth:
+        return replace(qp, cq_overflow=True, state="error")
+    return replace(qp, cq=qp.cq + (cqe,))
+
+
+def post_recv(fab: Fabric, r: int, wrs: tuple[RecvWR, ...]) -> Fabric:
+    qp = fab.qps[r]
+    return set_qp(fab, r, replace(qp, rq=qp.rq + wrs))
+
+
+def post_send(fab: Fabric, r: int, wrs: tuple[SendWR, ...]) -> Fabric:
+    qp = fab.qps[r]
+    return set_qp(fab, r, replace(qp, sq=qp.sq + wrs))
+
+
+def completes(fab: Fabric, wr_signaled: bool) -> bool:
+    return wr_signaled or fab.unsignaled_completions
+
+
+def transmit(fab: Fabric, r: int, cq_depth: int) -> Fabric:
+    """The sender's NIC takes the head of its send queue onto the wire. UC completes the send
+    here, whether or not anybody will receive it."""
+    qp = fab.qps[r]
+    wr, rest = qp.sq[0], qp.sq[1:]
+    msg = Message(wr.wr_id, wr.length, wr.payload, wr.signaled)
+    qp = replace(qp, sq=rest)
+    if qp.qp_type == "uc" and completes(fab, wr.signaled):
+        qp = push_cqe(qp, CQE("send", wr.wr_id, ST_OK, wr.length, wr.payload), cq_depth)
+    fab = set_qp(fab, r, qp)
+    return replace(fab, wire=set_pair(fab.wire, r, fab.wire[r] + (msg,)))
+
+
+def pop_wire(fab: Fabric, src: int) -> tuple[Message, Fabric]:
+    msg = fab.wire[src][0]
+    return msg, replace(fab, wire=set_pair(fab.wire, src, fab.wire[src][1:]))
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What happened to a message at the receiver: landed (into ``wr``), dropped by UC, too
+    long for its buffer, refused with RNR, or lost to a dead receiver."""
+
+    outcome: str        # "landed" | "uc_drop" | "length" | "rnr" | "dead"
+    msg: Message
+    wr: RecvWR | None = None
+
+
+def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
+            ) -> tuple[Fabric, Delivery]:
+    msg, fab = pop_wire(fab, src)
+    dst = 1 - src
+    rq_qp, sq_qp = fab.qps[dst], fab.qps[src]
+    if not receiver_alive:
+        return fab, Delivery("dead", msg)
+    if not rq_qp.rq or rq_qp.state != "rts":
+        if rq_qp.qp_type == "uc":
+            return fab, Delivery("uc_drop", msg)
+        # RC with rnr_retry 0: the sender's WR fails and its QP goes to error
+        sq_qp = push_cqe(sq_qp, CQE("send", msg.wr_id, ST_RNR, 0, msg.payload), cq_depth)
+        return set_qp(fab, src, _flush(replace(sq_qp, state="error"), cq_depth)), \
+            Delivery("rnr", msg)
+    wr = rq_qp.rq[0]
+    rq_qp = replace(rq_qp, rq=rq_qp.rq[1:])
+    if msg.length > wr.length:
+        rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_LEN, 0, msg.payload), cq_depth)
+        return set_qp(fab, dst, replace(rq_qp, state="error")), Delivery("length", msg, wr)
+    rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_OK, msg.length, msg.payload), cq_depth)
+    fab = set_qp(fab, dst, rq_qp)
+    if sq_qp.qp_type == "rc" and completes(fab, msg.signaled):
+        sq_qp = push_cqe(sq_qp, CQE("send", msg.wr_id, ST_OK, msg.length, msg.payload),
+                         cq_depth)
+        fab = set_qp(fab, src, sq_qp)
+    return fab, Delivery("landed", msg, wr)
+
+
+def _flush(qp: QP, cq_depth: int) -> QP:
+    for wr in qp.sq:
+        qp = push_cqe(qp, CQE("send", wr.wr_id, ST_FLUSH, 0, wr.payload), cq_depth)
+    return replace(qp, sq=())
+
+
+def poll(fab: Fabric, r: int, n: int) -> tuple[tuple[CQE, ...], Fabric]:
+    qp = fab.qps[r]
+    got, rest = qp.cq[:n], qp.cq[n:]
+    return got, set_qp(fab, r, replace(qp, cq=rest))
+
+
+def tcp_write(fab: Fabric, r: int, item: TcpItem) -> Fabric:
+    return replace(fab, tcp=set_pair(fab.tcp, r, fab.tcp[r] + (item,)))
+
+
+def tcp_read(fab: Fabric, r: int) -> tuple[TcpItem, Fabric]:
+    """Read the next item rank ``r`` receives (written by the peer)."""
+    src = 1 - r
+    item = fab.tcp[src][0]
+    return item, replace(fab, tcp=set_pair(fab.tcp, src, fab.tcp[src][1:]))

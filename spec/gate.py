@@ -1,0 +1,697 @@
+"""The gate protocol, one rank's steps and the fabric's, as pure functions over GateState.
+
+Each ``do_*`` method is one protocol step: it takes a state (and the action's arguments) and
+returns the next state with the Observation an implementation would show for that step. Each
+``en_*`` method yields the argument tuples for which the step's guard holds. gate_system.py turns
+the pairs into the system's action list.
+
+Error messages are ds4's where ds4 has one; the few added (for checks ds4 lacks) say which rule
+was broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+from verbspec.spec import fabric as fb
+from verbspec.spec.fabric import (
+    TAG_BULK,
+    TAG_MASK,
+    TAG_WARM,
+    Payload,
+    RecvWR,
+    SendWR,
+    TcpItem,
+)
+from verbspec.spec.gate_params import GateConfig
+from verbspec.spec.gate_state import (
+    ARM_BAR_READ,
+    ARM_BAR_SEND,
+    ARM_POST,
+    BIG_BAR_READ,
+    BIG_BAR_SEND,
+    BIG_BEGIN,
+    BIG_HDR_READ,
+    BIG_HDR_SEND,
+    BIG_MAGIC,
+    BIG_POST,
+    BIG_XFER,
+    CRASHED,
+    DRAIN_POST,
+    DRAIN_WAIT,
+    FAILED,
+    HOLD,
+    IDLE,
+    INIT,
+    REAP_PHASES,
+    SEND,
+    TCP_READ_PHASES,
+    WAIT,
+    WINDOW_BARRIER,
+    CQEView,
+    GateState,
+    Ghost,
+    Held,
+    Observation,
+    Rank,
+    WRView,
+    set_rank,
+    view,
+)
+
+POLL_BATCH = 16
+RANKS = ((0,), (1,))
+
+# Every error a rank can end in; no_deadlock requires each failure to match one of these.
+DOCUMENTED_ERRORS = (
+    "gate order broke: layer ",
+    "gate seq ",                                    # "... out of order after gate L"
+    "timeout waiting gate seq ",
+    "peer disconnected during RDMA gate",
+    "rdma completion error: ",
+    "rdma window barrier failed: ",
+    "timeout draining RDMA receive window (",
+    "peer disconnected while draining RDMA receives",
+    "big gate desync: ",
+    "big gate unavailable or decode window still active",
+    "big gate barrier failed: ",
+    "duplicate or invalid big gate completion ",
+    "big gate chunk ",
+    "timeout in big gate window (",
+    "peer disconnected during big gate",
+    "peer closed the TCP channel during ",
+)
+
+
+class GateSpec:
+    """The gate protocol for one configuration and set of variants."""
+
+    def __init__(self, cfg: GateConfig, variants: frozenset[str]):
+        self.cfg = cfg
+        self.v = variants
+        c = cfg
+        self.chunks = c.chunks
+        # ds4 never negotiates depths; the depth-mismatch variant grants rank 1 a 64-deep queue
+        self.rq_grant = (c.rq_depth, min(c.rq_depth, c.chain_max)
+                         if "depth-mismatch" in variants else c.rq_depth)
+        self.big_sizes = tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
+
+    # ------------------------------------------------------------------ helpers
+    def _obs(self, s: GateState, r: int, **kw) -> Observation:
+        return Observation(r, views=(view(s.ranks[0]), view(s.ranks[1])), **kw)
+
+    def _put(self, s: GateState, r: int, **changes) -> GateState:
+        return replace(s, ranks=set_rank(s, r, replace(s.ranks[r], **changes)))
+
+    def _fail(self, s: GateState, r: int, msg: str, **kw) -> tuple[GateState, Observation]:
+        s = self._put(s, r, phase=FAILED, error=msg)
+        return s, self._obs(s, r, result=msg, **kw)
+
+    def _ghost(self, s: GateState, **add: str) -> GateState:
+        g = s.ghost
+        return replace(s, ghost=replace(g, **{k: getattr(g, k) + (v,) for k, v in add.items()}))
+
+    def _faulted(self, s: GateState) -> GateState:
+        return s if s.ghost.faulted else replace(s, ghost=replace(s.ghost, faulted=True))
+
+    def _wr_view(self, w: RecvWR | SendWR) -> WRView:
+        stride = self.cfg.vec_bytes if w.buf in ("in", "out") else self.cfg.max_msg
+        return WRView(w.wr_id, w.buf, w.slot * stride + w.offset, w.length,
+                      getattr(w, "signaled", True))
+
+    def _chain_check(self, s: GateState, r: int, n: int, what: str) -> GateState:
+        if n > self.cfg.chain_max:
+            return self._ghost(s, long_chains=f"rank {r} posted a chain of {n} {what} work "
+                                              f"requests, above chain_max {self.cfg.chain_max}")
+        return s
+
+    def ops_allowed(self, s: GateState, r: int) -> tuple[int, ...]:
+        """The ops the rank's application may start next: the script's, or a free choice."""
+        rk = s.ranks[r]
+        if rk.op < len(s.script):
+            return (s.script[rk.op],)
+        if rk.op < self.cfg.ops:
+            return (0,) + self.big_sizes
+        return ()
+
+    def gate_recv_chain(self, r: int, seq: int) -> tuple[RecvWR, ...]:
+        """Receive WRs for gate ``seq``: only the last chunk carries the seq as wr_id, so the
+        watermark moves when the slot is whole (every chunk in the tag-every-chunk variant)."""
+        c, peer = self.cfg, 1 - r
+        last = self.chunks - 1
+        every = "tag-every-chunk" in self.v
+        return tuple(
+            RecvWR(seq if (k == last or every) else 0, "in", c.slot(seq), k * c.max_msg,
+                   c.chunk_len(k), Payload("gate", peer, seq, k))
+            for k in range(self.chunks))
+
+    # ------------------------------------------------------------------ setup
+    def en_setup(self, s: GateState) -> Iterator[tuple]:
+        return ((r,) for r in (0, 1) if s.ranks[r].phase == INIT)
+
+    def do_setup(self, s: GateState, r: int):
+        s = self._put(s, r, phase=IDLE)
+        log = ("rdma gate vectors ride as 2 chunked messages",) if self.chunks == 2 else ()
+        return s, self._obs(s, r, log=log)
+
+    # ------------------------------------------------------------------ application calls
+    def gate_call_args(self, s: GateState, r: int) -> tuple[int, int, int]:
+        seq = s.ranks[r].last_gate_seq + 1
+        slot = self.cfg.slot(seq)
+        return slot // 2, slot % 2, seq
+
+    def en_call_gate(self, s: GateState):
+        for r in (0, 1):
+            if s.ranks[r].phase == IDLE and 0 in self.ops_allowed(s, r):
+                yield (r, *self.gate_call_args(s, r))
+
+    def en_bad_call(self, s: GateState):
+        """Application misuse: a wrong layer, a repeated seq, a skipped seq."""
+        if not self.cfg.faults:
+            return
+        for r in (0, 1):
+            rk = s.ranks[r]
+            if rk.phase == IDLE and 0 in self.ops_allowed(s, r):
+                layer, gate, seq = self.gate_call_args(s, r)
+                yield (r, layer + 1, gate, seq)
+                if seq > 1:
+                    yield (r, *self._layer_gate(seq - 1), seq - 1)
+                yield (r, *self._layer_gate(seq + 1), seq + 1)
+
+    def do_bad_call(self, s: GateState, r: int, layer: int, gate: int, seq: int):
+        # a bad call is the environment misbehaving: the protocol must refuse it
+        return self.do_call_gate(self._faulted(s), r, layer, gate, seq)
+
+    def _layer_gate(self, seq: int) -> tuple[int, int]:
+        slot = self.cfg.slot(seq)
+        return slot // 2, slot % 2
+
+    def do_call_gate(self, s: GateState, r: int, layer: int, gate: int, seq: int):
+        """gate(layer, gate, seq): the checks come before any state is touched."""
+        rk = s.ranks[r]
+        if layer * 2 + gate != self.cfg.slot(seq):
+            return self._fail(s, r, f"gate order broke: layer {layer} gate {gate} vs seq {seq}")
+        if seq != rk.last_gate_seq + 1 and "no-seq-check" not in self.v:
+            return self._fail(s, r, f"gate seq {seq} out of order after gate {rk.last_gate_seq}")
+        if rk.op == len(s.script):
+            s = replace(s, script=s.script + (0,))
+        # the application has written its vector for `seq` into out-slot(seq)
+        slot = self.cfg.slot(seq)
+        busy = [w for w in s.fabric.qps[r].sq if w.buf == "out" and w.slot == slot
+                and w.payload.seq != seq]
+        if busy:
+            s = self._ghost(s, clobbered=f"rank {r} rewrote out-slot {slot} for gate {seq} while "
+                                         f"the send of gate {busy[0].payload.seq} still reads it")
+        s = self._put(s, r, seq=seq, phase=SEND if rk.window_active else ARM_POST)
+        return s, self._obs(s, r)
+
+    def en_call_big(self, s: GateState):
+        for r in (0, 1):
+            if s.ranks[r].phase == IDLE:
+                for n in self.ops_allowed(s, r):
+                    if n > 0:
+                        yield (r, n)
+
+    def do_call_big(self, s: GateState, r: int, chunks: int):
+        rk = s.ranks[r]
+        if rk.op == len(s.script):
+            s = replace(s, script=s.script + (chunks,))
+        # ds4 drains only after the header exchange, which is the rendezvous that brings both
+        # ranks to the switch together; the variant drains first.
+        early = "drain-without-rendezvous" in self.v and rk.window_active
+        s = self._put(s, r, big_no=rk.big_no + 1, big_chunks=chunks, big_base=0, hdr_ok=False,
+                      phase=DRAIN_POST if early else BIG_HDR_SEND)
+        return s, self._obs(s, r)
+
+    def en_consume(self, s: GateState):
+        return ((r,) for r in (0, 1) if s.ranks[r].phase == HOLD)
+
+    def do_consume(self, s: GateState, r: int):
+        """The application reads the gate's in-slot; the slot is free for later arrivals."""
+        rk = s.ranks[r]
+        slot = self.cfg.slot(rk.seq)
+        held = tuple(h for h in rk.held if not (h.buf == "in" and h.slot == slot
+                                                 and h.seq == rk.seq))
+        s = self._put(s, r, held=held, phase=IDLE, op=rk.op + 1)
+        return s, self._obs(s, r)
+
+    # ------------------------------------------------------------------ arming
+    def _phase_is(self, s: GateState, phase: str):
+        return ((r,) for r in (0, 1) if s.ranks[r].phase == phase)
+
+    def en_arm_post(self, s):
+        return self._phase_is(s, ARM_POST)
+
+    def do_arm_post(self, s: GateState, r: int):
+        """Post the window's receive chains: gates seq .. seq+window-1."""
+        rk = s.ranks[r]
+        wrs: tuple[RecvWR, ...] = ()
+        for q in range(rk.seq, rk.seq + self.cfg.window):
+            wrs += self.gate_recv_chain(r, q)
+        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = self._chain_check(s, r, self.chunks, "receive")
+        if "no-barrier" in self.v:
+            s = self._put(s, r, window_active=True, phase=SEND)
+        else:
+            s = self._put(s, r, phase=ARM_BAR_SEND)
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+
+    def en_barrier_write(self, s):
+        return self._phase_is(s, ARM_BAR_SEND)
+
+    def do_barrier_write(self, s: GateState, r: int):
+        item = TcpItem("byte", WINDOW_BARRIER)
+        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, phase=ARM_BAR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def _tcp_ready(self, s: GateState, phase: str):
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase == phase and s.fabric.tcp[1 - r])
+
+    def en_barrier_read(self, s):
+        return self._tcp_ready(s, ARM_BAR_READ)
+
+    def do_barrier_read(self, s: GateState, r: int):
+        item, f = fb.tcp_read(s.fabric, r)
+        s = replace(s, fabric=f)
+        if item.kind != "byte" or item.value != WINDOW_BARRIER:
+            # the posted receives stay posted; the window stays inactive
+            return self._fail(s, r, f"rdma window barrier failed: expected 0x{WINDOW_BARRIER:x}, "
+                                    f"got {_describe(item)}", tcp_in=(item,))
+        s = self._put(s, r, window_active=True, phase=SEND)
+        return s, self._obs(s, r, tcp_in=(item,))
+
+    # ------------------------------------------------------------------ decode gate
+    def en_gate_send(self, s):
+        return self._phase_is(s, SEND)
+
+    def do_gate_send(self, s: GateState, r: int):
+        """Post the gate's send chain from its out-slot: one WR per chunk, wr_id = seq."""
+        c, rk = self.cfg, s.ranks[r]
+        last_only = "signal-last-only" in self.v
+        wrs = tuple(
+            SendWR(rk.seq, "out", c.slot(rk.seq), k * c.max_msg, c.chunk_len(k),
+                   (k == self.chunks - 1) or not last_only, Payload("gate", r, rk.seq, k))
+            for k in range(self.chunks))
+        counted = 1 if last_only else self.chunks
+        s = replace(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = self._chain_check(s, r, len(wrs), "send")
+        s = self._put(s, r, send_outstanding=rk.send_outstanding + counted, phase=WAIT,
+                      sent_seq=max(rk.sent_seq, rk.seq))
+        return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
+
+    def en_gate_done(self, s: GateState):
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase == WAIT and s.ranks[r].recv_done >= s.ranks[r].seq)
+
+    def do_gate_done(self, s: GateState, r: int):
+        """The watermark reached the gate: repost one receive for seq+window, close the gate."""
+        rk = s.ranks[r]
+        slot = self.cfg.slot(rk.seq)
+        whole = any(h.buf == "in" and h.slot == slot and h.seq == rk.seq
+                    and len(h.chunks) == self.chunks for h in rk.held)
+        if not whole:
+            s = self._ghost(s, stale=f"rank {r} passed gate {rk.seq} (recv_done {rk.recv_done}) "
+                                     f"but slot {slot} does not hold that gate's whole vector")
+        if rk.seq != rk.last_gate_seq + 1:
+            s = self._ghost(s, order=f"rank {r} completed gate {rk.seq} after gate "
+                                     f"{rk.last_gate_seq}")
+        wrs = self.gate_recv_chain(r, rk.seq + self.cfg.window)
+        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = self._put(s, r, last_gate_seq=rk.seq, phase=HOLD)
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+
+    # ------------------------------------------------------------------ completion reaping
+    def en_reap(self, s: GateState):
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase in REAP_PHASES and s.fabric.qps[r].cq)
+
+    def do_reap(self, s: GateState, r: int):
+        """Poll up to 16 completions and account for each; any error status fails the wait."""
+        got, f = fb.poll(s.fabric, r, POLL_BATCH)
+        s = replace(s, fabric=f)
+        rk = s.ranks[r]
+        polled = tuple(CQEView(c.opcode, c.wr_id, c.status, c.byte_len) for c in got)
+        for c in got:
+            if c.status != fb.ST_OK:
+                s = self._put(s, r, **_fields(rk))
+                return self._fail(s, r, f"rdma completion error: {c.status} "
+                                        f"({c.opcode} wr_id {c.wr_id:#x})", polled=polled)
+            if c.opcode == "send":
+                if c.wr_id & TAG_WARM and "stray-send-completion" not in self.v:
+                    continue    # a warm-up leftover is not one of ours
+                rk = replace(rk, send_outstanding=max(0, rk.send_outstanding - 1))
+                if c.wr_id & TAG_BULK:
+                    if rk.phase == DRAIN_WAIT:
+                        rk = replace(rk, drain_sends=rk.drain_sends + 1)
+                    elif rk.phase == BIG_XFER:
+                        rk = replace(rk, big_send_done=rk.big_send_done + 1)
+                continue
+            if c.wr_id & TAG_WARM and "stray-warm-receive" not in self.v:
+                continue
+            if rk.phase == BIG_XFER:
+                idx = c.wr_id & ~TAG_MASK
+                if not c.wr_id & TAG_BULK or idx >= rk.big_win or idx in rk.big_recvd:
+                    s = self._put(s, r, **_fields(rk))
+                    return self._fail(s, r, f"duplicate or invalid big gate completion {idx}",
+                                      polled=polled)
+                if c.byte_len != self.cfg.max_msg:
+                    s = self._put(s, r, **_fields(rk))
+                    return self._fail(s, r, f"big gate chunk {idx} received {c.byte_len} bytes, "
+                                            f"expected {self.cfg.max_msg}", polled=polled)
+                rk = replace(rk, big_recvd=rk.big_recvd | {idx})
+                continue
+            if rk.phase == DRAIN_WAIT:
+                # dummies are not arrivals: counted, never raising the watermark (ds4 raises
+                # it and resets it to last_gate_seq when the drain ends; no gate sees either)
+                rk = replace(rk, drain_recvs=rk.drain_recvs + 1)
+                continue
+            rk = replace(rk, recv_done=max(rk.recv_done, c.wr_id))
+        s = replace(s, ranks=set_rank(s, r, rk))
+        return s, self._obs(s, r, polled=polled)
+
+    # ------------------------------------------------------------------ drain
+    def en_drain_post(self, s):
+        return self._phase_is(s, DRAIN_POST)
+
+    def do_drain_post(self, s: GateState, r: int):
+        """Post window*chunks signaled dummy sends (BULK|i); each consumes one of the peer's
+        outstanding lookahead receives."""
+        rk = s.ranks[r]
+        n = self.cfg.window * self.chunks
+        wrs = tuple(SendWR(TAG_BULK | i, "none", 0, 0, 0, True,
+                           Payload("dummy", r, rk.sent_seq, i)) for i in range(n))
+        s = replace(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = self._put(s, r, send_outstanding=rk.send_outstanding + n, drain_recvs=0,
+                      drain_sends=0, phase=DRAIN_WAIT)
+        return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
+
+    def en_drain_done(self, s: GateState):
+        n = self.cfg.window * self.chunks
+        for r in (0, 1):
+            rk = s.ranks[r]
+            if (rk.phase == DRAIN_WAIT and rk.drain_recvs >= n and rk.drain_sends >= n
+                    and rk.send_outstanding == 0):
+                yield (r,)
+
+    def do_drain_done(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        s = self._put(s, r, recv_done=rk.last_gate_seq, window_active=False,
+                      phase=BIG_BEGIN if rk.hdr_ok else BIG_HDR_SEND)
+        return s, self._obs(s, r)
+
+    # ------------------------------------------------------------------ big gate
+    def en_big_header_write(self, s):
+        return self._phase_is(s, BIG_HDR_SEND)
+
+    def do_big_header_write(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        item = TcpItem("header", rk.big_no, rk.big_chunks, self.rq_grant[r])
+        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, phase=BIG_HDR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def en_big_header_read(self, s):
+        return self._tcp_ready(s, BIG_HDR_READ)
+
+    def do_big_header_read(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        item, f = fb.tcp_read(s.fabric, r)
+        s = replace(s, fabric=f)
+        if item.kind != "header" or (item.value, item.chunks) != (rk.big_no, rk.big_chunks):
+            return self._fail(s, r, f"big gate desync: local {BIG_MAGIC:#x} big {rk.big_no} "
+                                    f"({rk.big_chunks} chunks) vs peer {_describe(item)}",
+                              tcp_in=(item,))
+        own = self.rq_grant[r]
+        depth = own if "depth-mismatch" in self.v else min(own, item.depth)
+        s = self._put(s, r, hdr_ok=True, big_depth=self.cfg.big_window(depth),
+                      phase=DRAIN_POST if rk.window_active else BIG_BEGIN)
+        return s, self._obs(s, r, tcp_in=(item,))
+
+    def en_big_begin(self, s):
+        return self._phase_is(s, BIG_BEGIN)
+
+    def do_big_begin(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        if rk.window_active:
+            return self._fail(s, r, "big gate unavailable or decode window still active")
+        win = min(rk.big_depth, rk.big_chunks - rk.big_base)
+        s = self._put(s, r, big_win=win, big_posted=0, big_sent=0, big_send_done=0,
+                      big_recvd=frozenset(), phase=BIG_POST)
+        return s, self._obs(s, r)
+
+    def en_big_post_recv(self, s):
+        return self._phase_is(s, BIG_POST)
+
+    def do_big_post_recv(self, s: GateState, r: int):
+        """Post the next chain (at most chain_max) of the window's staging receives."""
+        c, rk = self.cfg, s.ranks[r]
+        n = min(c.chain_max, rk.big_win - rk.big_posted)
+        wrs = tuple(RecvWR(TAG_BULK | i, "stage", i, 0, c.max_msg,
+                           Payload("big", 1 - r, rk.big_base + i, rk.big_no))
+                    for i in range(rk.big_posted, rk.big_posted + n))
+        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        posted = rk.big_posted + n
+        s = self._put(s, r, big_posted=posted,
+                      phase=BIG_BAR_SEND if posted == rk.big_win else BIG_POST)
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+
+    def en_big_barrier_write(self, s):
+        return self._phase_is(s, BIG_BAR_SEND)
+
+    def do_big_barrier_write(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        tag = (rk.barrier_tag + 1) & 0xFF
+        item = TcpItem("byte", tag)
+        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, barrier_tag=tag, phase=BIG_BAR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def en_big_barrier_read(self, s):
+        return self._tcp_ready(s, BIG_BAR_READ)
+
+    def do_big_barrier_read(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        item, f = fb.tcp_read(s.fabric, r)
+        s = replace(s, fabric=f)
+        if item.kind != "byte" or item.value != rk.barrier_tag:
+            return self._fail(s, r, f"big gate barrier failed: expected tag {rk.barrier_tag}, "
+                                    f"got {_describe(item)}", tcp_in=(item,))
+        s = self._put(s, r, phase=BIG_XFER)
+        return s, self._obs(s, r, tcp_in=(item,))
+
+    def _send_room(self, rk: Rank) -> int:
+        return min(self.cfg.chain_max, rk.big_win - rk.big_sent,
+                   self.cfg.big_send_depth() - rk.send_outstanding)
+
+    def en_big_send(self, s: GateState):
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase == BIG_XFER and self._send_room(s.ranks[r]) > 0)
+
+    def do_big_send(self, s: GateState, r: int):
+        """Stage the next sub-batch into the staging area and post its sends."""
+        c, rk = self.cfg, s.ranks[r]
+        n = self._send_room(rk)
+        idx = range(rk.big_sent, rk.big_sent + n)
+        busy = {w.slot for w in s.fabric.qps[r].sq if w.buf == "stage"}
+        for i in idx:
+            if i in busy:
+                s = self._ghost(s, clobbered=f"rank {r} restaged staging slot {i} while an "
+                                             f"earlier send still reads it")
+                break
+        wrs = tuple(SendWR(TAG_BULK | i, "stage", i, 0, c.max_msg, True,
+                           Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
+        s = replace(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = self._put(s, r, big_sent=rk.big_sent + n, send_outstanding=rk.send_outstanding + n)
+        return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
+
+    def en_big_window_done(self, s: GateState):
+        for r in (0, 1):
+            rk = s.ranks[r]
+            if (rk.phase == BIG_XFER and rk.big_sent == rk.big_win
+                    and len(rk.big_recvd) == rk.big_win and rk.big_send_done >= rk.big_win):
+                yield (r,)
+
+    def do_big_window_done(self, s: GateState, r: int):
+        """Every receive and send of the window completed: copy out of staging, next window."""
+        rk = s.ranks[r]
+        held = tuple(h for h in rk.held if h.buf != "stage")
+        base = rk.big_base + rk.big_win
+        if base >= rk.big_chunks:
+            s = self._put(s, r, held=held, big_base=base, phase=IDLE, op=rk.op + 1)
+        else:
+            s = self._put(s, r, held=held, big_base=base, phase=BIG_BEGIN)
+        return s, self._obs(s, r)
+
+    # ------------------------------------------------------------------ the fabric
+    def en_transmit(self, s: GateState):
+        for r in (0, 1):
+            qp = s.fabric.qps[r]
+            if qp.sq and qp.state == "rts" and s.ranks[r].alive:
+                yield (r,)
+
+    def do_transmit(self, s: GateState, r: int):
+        wr = s.fabric.qps[r].sq[0]
+        s = replace(s, fabric=fb.transmit(s.fabric, r, self.cfg.cq_depth))
+        return s, self._obs(s, r, sends=(self._wr_view(wr),))
+
+    def en_deliver(self, s: GateState):
+        return ((r,) for r in (0, 1) if s.fabric.wire[r])
+
+    def do_deliver(self, s: GateState, src: int):
+        """The head of the wire from ``src`` meets the head of the receiver's queue."""
+        dst = 1 - src
+        alive = s.ranks[dst].alive
+        f, d = fb.deliver(s.fabric, src, self.cfg.cq_depth, alive)
+        s = replace(s, fabric=f)
+        got = d.msg.payload
+        if d.outcome == "uc_drop":
+            s = self._ghost(s, drops=f"{_payload(got)} from rank {src} found no receive posted "
+                                     f"at rank {dst}: UC dropped it, the sender completed")
+        elif d.outcome == "landed" and d.wr is not None:
+            s = self._land(s, dst, d.wr, got)
+        return s, self._obs(s, dst, log=(f"deliver: {d.outcome}",))
+
+    def _land(self, s: GateState, r: int, wr: RecvWR, got: Payload) -> GateState:
+        want = wr.want
+        aligned = got == want or (want.kind == "gate" and got.kind == "dummy"
+                                  and got.seq < want.seq)
+        if not aligned:
+            return self._ghost(s, misaligned=f"{_payload(got)} landed in rank {r}'s receive for "
+                                             f"{_payload(want)}")
+        rk = s.ranks[r]
+        holder = next((h for h in rk.held if h.buf == wr.buf and h.slot == wr.slot), None)
+        seq = want.seq
+        if holder is not None and (holder.seq != seq or got.kind == "dummy"):
+            return self._ghost(s, clobbered=f"{_payload(got)} landed in rank {r}'s {wr.buf}-slot "
+                                            f"{wr.slot}, which still holds unconsumed "
+                                            f"{'gate' if wr.buf == 'in' else 'chunk'} "
+                                            f"{holder.seq}")
+        if got.kind == "dummy":
+            return s
+        chunk = got.chunk if got.kind == "gate" else 0
+        chunks = tuple(sorted(set(holder.chunks if holder else ()) | {chunk}))
+        held = tuple(h for h in rk.held if h is not holder) + (
+            Held(wr.buf, wr.slot, seq, chunks),)
+        arrived = rk.arrived
+        if got.kind == "gate" and len(chunks) == self.chunks:
+            arrived = max(arrived, seq)
+        return self._put(s, r, held=held, arrived=arrived)
+
+    # ------------------------------------------------------------------ faults
+    def en_crash(self, s: GateState):
+        if self.cfg.faults:
+            for r in (0, 1):
+                if s.ranks[r].alive and s.ranks[r].phase != INIT and not s.ghost.faulted:
+                    yield (r,)
+
+    def do_crash(self, s: GateState, r: int):
+        s = self._faulted(self._put(s, r, phase=CRASHED, error="crashed"))
+        return s, self._obs(s, r)
+
+    def en_error_completion(self, s: GateState):
+        if self.cfg.faults:
+            for r in (0, 1):
+                rk = s.ranks[r]
+                if rk.phase in REAP_PHASES and "cqe" not in rk.faults_used:
+                    yield (r,)
+
+    def do_error_completion(self, s: GateState, r: int):
+        qp = fb.push_cqe(s.fabric.qps[r], fb.CQE("send", 0, fb.ST_RETRY, 0,
+                                                  Payload("warm", r, 0, 0)), self.cfg.cq_depth)
+        s = replace(s, fabric=fb.set_qp(s.fabric, r, qp))
+        rk = s.ranks[r]
+        s = self._faulted(self._put(s, r, faults_used=rk.faults_used | {"cqe"}))
+        return s, self._obs(s, r)
+
+    def en_stray_completion(self, s: GateState):
+        """Warm-up leftovers: setup's warm-up exchange (wr_id 1<<62) completing late."""
+        kinds = []
+        if self.cfg.faults or "stray-send-completion" in self.v:
+            kinds.append("send")
+        if self.cfg.faults or "stray-warm-receive" in self.v:
+            kinds.append("recv")
+        for r in (0, 1):
+            rk = s.ranks[r]
+            if rk.alive and rk.phase != INIT:
+                for k in kinds:
+                    if k not in rk.strays:
+                        yield (r, k)
+
+    def do_stray_completion(self, s: GateState, r: int, kind: str):
+        cqe = fb.CQE(kind, TAG_WARM, fb.ST_OK, 1, Payload("warm", r, 0, 0))
+        qp = fb.push_cqe(s.fabric.qps[r], cqe, self.cfg.cq_depth)
+        s = replace(s, fabric=fb.set_qp(s.fabric, r, qp))
+        s = self._put(s, r, strays=s.ranks[r].strays | {kind})
+        return s, self._obs(s, r)
+
+    def en_lose(self, s: GateState):
+        if self.cfg.wire_loss:
+            return ((r,) for r in (0, 1) if s.fabric.wire[r])
+        return iter(())
+
+    def do_lose(self, s: GateState, src: int):
+        _, f = fb.pop_wire(s.fabric, src)
+        s = self._faulted(replace(s, fabric=f))
+        return s, self._obs(s, 1 - src)
+
+    def timed_out(self, rk: Rank) -> str:
+        if rk.phase == WAIT:
+            return f"timeout waiting gate seq {rk.seq} (recv_done {rk.recv_done})"
+        if rk.phase == DRAIN_WAIT:
+            return (f"timeout draining RDMA receive window "
+                    f"({rk.drain_recvs}/{self.cfg.window * self.chunks})")
+        return (f"timeout in big gate window (recv {len(rk.big_recvd)}/{rk.big_win}, "
+                f"send {rk.big_send_done}/{rk.big_win})")
+
+    def do_timeout(self, s: GateState, r: int):
+        s = self._faulted(s)
+        return self._fail(s, r, self.timed_out(s.ranks[r]))
+
+    def en_peer_gone(self, s: GateState):
+        for r in (0, 1):
+            rk = s.ranks[r]
+            if s.ranks[1 - r].alive:
+                continue
+            if rk.phase in REAP_PHASES or (rk.phase in TCP_READ_PHASES
+                                           and not s.fabric.tcp[1 - r]):
+                yield (r,)
+
+    def do_peer_gone(self, s: GateState, r: int):
+        """The peer's TCP socket closed: the liveness check (every 16384 polls) or a read sees
+        it."""
+        rk = s.ranks[r]
+        msg = {WAIT: "peer disconnected during RDMA gate",
+               DRAIN_WAIT: "peer disconnected while draining RDMA receives",
+               BIG_XFER: "peer disconnected during big gate"}.get(rk.phase)
+        if msg is None:
+            msg = f"peer closed the TCP channel during {TCP_READ_PHASES[rk.phase]}"
+        return self._fail(s, r, msg)
+
+
+def _fields(rk: Rank) -> dict:
+    return {"recv_done": rk.recv_done, "send_outstanding": rk.send_outstanding,
+            "drain_recvs": rk.drain_recvs, "drain_sends": rk.drain_sends,
+            "big_recvd": rk.big_recvd, "big_send_done": rk.big_send_done}
+
+
+def _describe(item: TcpItem) -> str:
+    if item.kind == "byte":
+        return f"byte 0x{item.value:02x}"
+    return f"header big {item.value} ({item.chunks} chunks)"
+
+
+def _payload(p: Payload) -> str:
+    if p.kind == "gate":
+        return f"gate {p.seq} chunk {p.chunk}"
+    if p.kind == "dummy":
+        return f"drain dummy {p.chunk} (after gate {p.seq})"
+    if p.kind == "big":
+        return f"big gate {p.chunk} chunk {p.seq}"
+    return "warm-up message"
+
+
+def ghost_clean(g: Ghost) -> bool:
+    return not (g.drops or g.misaligned or g.clobbered or g.stale or g.long_chains or g.order)

@@ -1,0 +1,125 @@
+"""Parameters of the gate protocol (ds4's constants as defaults) and the values derived from them.
+
+Only what the protocol itself refuses is an input error (ParamError, exit 3): e.g. a vector above
+twice the message cap, a zero window, a timeout outside 1..60000 ms, a slot schedule that does not
+fit the slab. Well-formed but unsafe choices (a receive queue smaller than the window, one gate
+per token) are accepted and left for the checkers to refute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from verbspec.spec.params import ParamError, ParamSpec
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("vec_bytes", int, 24576, "bytes of one gate vector", lo=1),
+    ParamSpec("max_msg", int, 16384, "driver message cap; a vector rides as ceil(vec/max) chunks",
+              lo=1),
+    ParamSpec("window", int, 16, "gates of receive lookahead", lo=1),
+    ParamSpec("gates_per_token", int, 86, "gates per token (0: cycle through n_slots)", lo=0),
+    ParamSpec("n_slots", int, 86, "slots in the registered slab", lo=1),
+    ParamSpec("slot_start", int, 0, "identity schedule: first slot", lo=0),
+    ParamSpec("slot_step", int, 1, "identity schedule: slot stride", lo=0),
+    ParamSpec("slot_mask", int, 0,
+              "mask schedule: the ordinal-th set bit is the slot (0: identity schedule)", lo=0),
+    ParamSpec("rq_depth", int, 1024, "granted receive queue depth", lo=1),
+    ParamSpec("sq_depth", int, 1024, "granted send queue depth", lo=1),
+    ParamSpec("cq_depth", int, 512, "shared completion queue entries", lo=1),
+    ParamSpec("big_depth", int, 256, "cap on a big-gate window (receives in flight)", lo=1, hi=256),
+    ParamSpec("chain_max", int, 64, "longest chain of work requests posted at once", lo=1),
+    ParamSpec("staging_bytes", int, 256 * 16384,
+              "big-gate staging area; caps the window at staging_bytes / max_msg", lo=1),
+    ParamSpec("timeout_ms", int, 750, "gate and drain timeout", lo=1, hi=60000),
+    ParamSpec("qp_type", str, "uc", "queue pair transport", choices=("uc", "rc")),
+    ParamSpec("unsignaled_completions", int, 1,
+              "1: the provider completes unsignaled sends too (as Apple's does)", lo=0, hi=1),
+    ParamSpec("faults", int, 1,
+              "1: crashes, error completions, timeouts, bad gate calls and warm-up leftovers "
+              "are explored", lo=0, hi=1),
+    ParamSpec("wire_loss", int, 0, "1: the wire may lose messages (UC has no recovery)",
+              lo=0, hi=1),
+    ParamSpec("ops", int, 48, "workload: gate calls and big gates each rank makes", lo=1),
+)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Validated parameters plus derived values; the spec reads only this."""
+
+    vec_bytes: int
+    max_msg: int
+    window: int
+    gates_per_token: int
+    n_slots: int
+    slot_start: int
+    slot_step: int
+    slot_mask: int
+    rq_depth: int
+    sq_depth: int
+    cq_depth: int
+    big_depth: int
+    chain_max: int
+    staging_bytes: int
+    timeout_ms: int
+    qp_type: str
+    unsignaled_completions: int
+    faults: int
+    wire_loss: int
+    ops: int
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.vec_bytes // self.max_msg)
+
+    def chunk_len(self, k: int) -> int:
+        return min(self.max_msg, self.vec_bytes - k * self.max_msg)
+
+    def slot(self, seq: int) -> int:
+        """In-slot (and out-slot) of gate ``seq`` (seq >= 1)."""
+        if self.gates_per_token == 0:
+            return (seq - 1) % self.n_slots
+        ordinal = (seq - 1) % self.gates_per_token
+        if self.slot_mask:
+            return _nth_set_bit(self.slot_mask, ordinal)
+        return self.slot_start + ordinal * self.slot_step
+
+    def big_window(self, rq_depth: int) -> int:
+        """Big-gate window for a granted receive depth: capped by big_depth and staging."""
+        return max(1, min(rq_depth, self.big_depth, self.staging_bytes // self.max_msg))
+
+    def big_send_depth(self) -> int:
+        return min(self.sq_depth, self.big_depth)
+
+
+def _nth_set_bit(mask: int, n: int) -> int:
+    bit = 0
+    while True:
+        if mask >> bit & 1:
+            if n == 0:
+                return bit
+            n -= 1
+        bit += 1
+
+
+def make_config(values: Mapping[str, Any]) -> GateConfig:
+    """Build a GateConfig from typed values, refusing what the protocol refuses."""
+    cfg = GateConfig(**values)
+    if cfg.vec_bytes > 2 * cfg.max_msg:
+        raise ParamError(f"parameter vec_bytes: gate vector {cfg.vec_bytes} bytes exceeds twice "
+                         f"the driver's {cfg.max_msg} message limit")
+    if cfg.slot_mask:
+        if cfg.slot_mask.bit_count() != cfg.gates_per_token:
+            raise ParamError(f"parameter slot_mask: popcount {cfg.slot_mask.bit_count()} is not "
+                             f"gates_per_token {cfg.gates_per_token}")
+        if cfg.slot_mask.bit_length() > cfg.n_slots:
+            raise ParamError(f"parameter slot_mask: bit {cfg.slot_mask.bit_length() - 1} is at "
+                             f"or above n_slots {cfg.n_slots}")
+    elif cfg.gates_per_token:
+        last = cfg.slot_start + (cfg.gates_per_token - 1) * cfg.slot_step
+        if last >= cfg.n_slots:
+            raise ParamError(f"parameter slot_start/slot_step: the schedule reaches slot {last}, "
+                             f"at or above n_slots {cfg.n_slots}")
+    return cfg

@@ -1,0 +1,154 @@
+"""State of the two-rank gate system: per-rank protocol state, the fabric, the workload script,
+and ghost variables that record what the checkers judge (drops, misaligned or clobbered data).
+
+Every value is frozen and hashable, so states can be deduplicated and written as ITF traces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verbspec.spec.fabric import Fabric, TcpItem
+
+# Phases of a rank. A phase names the protocol step the rank will take next.
+INIT, IDLE, HOLD = "init", "idle", "hold"
+ARM_POST, ARM_BAR_SEND, ARM_BAR_READ = "arm_post", "arm_barrier_write", "arm_barrier_read"
+SEND, WAIT = "send", "wait"
+DRAIN_POST, DRAIN_WAIT = "drain_post", "drain_wait"
+BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN = "big_header_write", "big_header_read", "big_begin"
+BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER = (
+    "big_post", "big_barrier_write", "big_barrier_read", "big_xfer")
+FAILED, CRASHED = "failed", "crashed"
+
+REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER})        # phases that poll the CQ
+TCP_READ_PHASES = {ARM_BAR_READ: "the window barrier", BIG_HDR_READ: "the big gate header",
+                   BIG_BAR_READ: "the big gate barrier"}
+BIG_PHASES = frozenset({BIG_BEGIN, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER})
+
+WINDOW_BARRIER = 0xD1
+BIG_MAGIC = 0xB16
+
+
+@dataclass(frozen=True)
+class Held:
+    """Ghost: a buffer holding data the application has not consumed yet."""
+
+    buf: str            # "in" | "stage"
+    slot: int
+    seq: int            # gate seq, or big-gate chunk index
+    chunks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Rank:
+    phase: str = INIT
+    op: int = 0                     # index of this rank's current (or next) op in the script
+    seq: int = 0                    # gate in progress
+    # the protocol's own variables (ds4 names)
+    recv_done: int = 0
+    last_gate_seq: int = 0
+    window_active: bool = False
+    send_outstanding: int = 0
+    # drain progress
+    drain_recvs: int = 0
+    drain_sends: int = 0
+    # big gate progress
+    big_no: int = 0                 # big gates begun
+    big_chunks: int = 0
+    hdr_ok: bool = False            # the big-gate header exchange of this big gate is done
+    big_depth: int = 0              # window depth agreed with the peer
+    big_base: int = 0               # first chunk of the current window
+    big_win: int = 0                # chunks in the current window
+    big_posted: int = 0
+    big_sent: int = 0
+    big_recvd: frozenset[int] = frozenset()
+    big_send_done: int = 0
+    barrier_tag: int = 0            # uint8, wraps
+    error: str = ""
+    # ghosts
+    held: tuple[Held, ...] = ()
+    arrived: int = 0                # highest gate whose whole vector landed here, aligned
+    sent_seq: int = 0               # highest gate this rank has posted a send for
+    strays: frozenset[str] = frozenset()   # warm-up leftovers already seen
+    faults_used: frozenset[str] = frozenset()
+
+    @property
+    def alive(self) -> bool:
+        return self.phase not in (FAILED, CRASHED)
+
+
+@dataclass(frozen=True)
+class Ghost:
+    """Records of events the invariants forbid; each is a human-readable sentence."""
+
+    faulted: bool = False
+    drops: tuple[str, ...] = ()
+    misaligned: tuple[str, ...] = ()
+    clobbered: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
+    long_chains: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GateState:
+    ranks: tuple[Rank, Rank]
+    fabric: Fabric
+    script: tuple[int, ...] = ()    # 0: a decode gate; n > 0: a big gate of n chunks
+    ghost: Ghost = field(default_factory=Ghost)
+
+
+@dataclass(frozen=True)
+class WRView:
+    """A posted work request as an implementation would show it."""
+
+    wr_id: int
+    buf: str
+    offset: int         # byte offset in its region (slab or staging)
+    length: int
+    signaled: bool = True
+
+
+@dataclass(frozen=True)
+class CQEView:
+    opcode: str
+    wr_id: int
+    status: str
+    byte_len: int
+
+
+@dataclass(frozen=True)
+class RankView:
+    """The abstract state an implementation must agree on after every step."""
+
+    phase: str
+    recv_done: int
+    last_gate_seq: int
+    window_active: bool
+    send_outstanding: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one action visibly does: posts, completions consumed, TCP traffic, result, logs,
+    and the abstract state of both ranks afterwards."""
+
+    rank: int
+    recvs: tuple[WRView, ...] = ()
+    sends: tuple[WRView, ...] = ()
+    polled: tuple[CQEView, ...] = ()
+    tcp_out: tuple[TcpItem, ...] = ()
+    tcp_in: tuple[TcpItem, ...] = ()
+    result: str = ""                # "" when the step succeeded, else the error message
+    log: tuple[str, ...] = ()
+    views: tuple[RankView, ...] = ()
+
+
+def view(rk: Rank) -> RankView:
+    return RankView(rk.phase, rk.recv_done, rk.last_gate_seq, rk.window_active,
+                    rk.send_outstanding, rk.error)
+
+
+def set_rank(s: GateState, r: int, rk: Rank) -> tuple[Rank, Rank]:
+    return (rk, s.ranks[1]) if r == 0 else (s.ranks[0], rk)

@@ -1,0 +1,136 @@
+"""Traces in the ITF format (Apalache's Informal Trace Format), and back.
+
+Encoding of values: dataclasses become records (JSON objects), tuples and lists become sequences
+(JSON arrays), dicts become ``{"#map": [[k, v], ...]}``, frozensets ``{"#set": [...]}``, integers
+JSON numbers inside the exactly-representable range and ``{"#bigint": "..."}`` outside it.
+Every state also carries the variables ``action`` (its name) and ``args`` (a record), so a trace
+replays against the spec or an implementation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from verbspec.spec.lts import Trace
+
+_SAFE = 2**53 - 1
+
+
+class TraceFormatError(ValueError):
+    """A trace file that is not a verbspec ITF trace; the message names where it is wrong."""
+
+
+def encode(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -_SAFE <= value <= _SAFE else {"#bigint": str(value)}
+    if isinstance(value, str):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [encode(v) for v in value]
+    if isinstance(value, frozenset | set):
+        return {"#set": [encode(v) for v in sorted(value, key=repr)]}
+    if isinstance(value, dict):
+        return {"#map": [[encode(k), encode(v)] for k, v in value.items()]}
+    raise TypeError(f"cannot encode {type(value).__name__} in ITF")
+
+
+def decode(value: Any, path: str = "$") -> Any:
+    """Inverse of :func:`encode`, with records as dicts and sequences as tuples."""
+    if isinstance(value, (bool, int, str)) or value is None:
+        return value
+    if isinstance(value, list):
+        return tuple(decode(v, f"{path}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, dict):
+        if "#bigint" in value:
+            try:
+                return int(value["#bigint"])
+            except (TypeError, ValueError):
+                raise TraceFormatError(f"{path}: #bigint is not an integer") from None
+        if "#tup" in value:
+            return tuple(decode(v, f"{path}.#tup[{i}]") for i, v in enumerate(value["#tup"]))
+        if "#set" in value:
+            return frozenset(decode(v, f"{path}.#set[{i}]") for i, v in enumerate(value["#set"]))
+        if "#map" in value:
+            pairs = value["#map"]
+            if not isinstance(pairs, list) or not all(
+                isinstance(p, list) and len(p) == 2 for p in pairs
+            ):
+                raise TraceFormatError(f"{path}: #map must be a list of [key, value] pairs")
+            return {decode(k, path): decode(v, f"{path}[{decode(k, path)!r}]") for k, v in pairs}
+        return {k: decode(v, f"{path}.{k}") for k, v in value.items()}
+    raise TraceFormatError(f"{path}: unsupported JSON value {value!r}")
+
+
+def trace_to_itf(trace: Trace) -> dict[str, Any]:
+    states = []
+    vars_: list[str] = ["action", "args"]
+    for i, step in enumerate(trace.steps):
+        body = encode(step.state)
+        if not isinstance(body, dict):
+            body = {"state": body}
+        if i == 0:
+            vars_ += list(body)
+        entry: dict[str, Any] = {"#meta": {"index": i}, "action": step.action,
+                                 "args": encode(step.args)}
+        entry.update(body)
+        states.append(entry)
+    meta: dict[str, Any] = {
+        "format": "ITF",
+        "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
+        "source": "verbspec",
+        "protocol": trace.protocol,
+        "params": encode(trace.params),
+        "variants": list(trace.variants),
+    }
+    if trace.violation:
+        meta["violation"] = trace.violation
+        meta["message"] = trace.message
+    return {"#meta": meta, "vars": vars_, "states": states}
+
+
+def write_trace(trace: Trace, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(trace_to_itf(trace), indent=1) + "\n")
+    return path
+
+
+def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """Read an ITF trace written by verbspec: its ``#meta`` and its (action, args) moves after
+    the initial state. Raises TraceFormatError naming the JSON path of any problem."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceFormatError(f"{path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise TraceFormatError(f"{path}: not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise TraceFormatError("$: an ITF trace is a JSON object")
+    meta = doc.get("#meta")
+    if not isinstance(meta, dict):
+        raise TraceFormatError("$.#meta: missing or not an object")
+    states = doc.get("states")
+    if not isinstance(states, list) or not states:
+        raise TraceFormatError("$.states: missing, not a list, or empty")
+    moves = []
+    for i, st in enumerate(states):
+        where = f"$.states[{i}]"
+        if not isinstance(st, dict):
+            raise TraceFormatError(f"{where}: a state is a JSON object")
+        idx = st.get("#meta", {}).get("index") if isinstance(st.get("#meta"), dict) else None
+        if idx != i:
+            raise TraceFormatError(f"{where}.#meta.index: expected {i}, found {idx!r}")
+        action, args = st.get("action"), st.get("args")
+        if not isinstance(action, str):
+            raise TraceFormatError(f"{where}.action: missing or not a string")
+        if not isinstance(args, dict):
+            raise TraceFormatError(f"{where}.args: missing or not an object")
+        if i > 0:
+            moves.append((action, decode(args, f"{where}.args")))
+    return decode(meta, "$.#meta"), moves

@@ -1,0 +1,219 @@
+"""The gate protocol step by step: exact observations on scripted runs, and the error paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from verbspec.spec.fabric import TAG_BULK, TAG_WARM
+from verbspec.spec.gate_state import WRView
+from verbspec.spec.gate_system import build
+from verbspec.spec.lts import InvariantViolation, replay
+
+
+def moves(*steps: tuple) -> list[tuple[str, dict]]:
+    """("reap", 1) -> ("reap", {"rank": 1}); fabric steps name their source rank."""
+    out = []
+    for name, *args in steps:
+        if name in ("deliver", "lose"):
+            out.append((name, {"src": args[0]}))
+        elif name in ("call_gate", "bad_call"):
+            out.append((name, dict(zip(("rank", "layer", "gate", "seq"), args, strict=True))))
+        elif name == "call_big":
+            out.append((name, {"rank": args[0], "chunks": args[1]}))
+        elif name == "stray_completion":
+            out.append((name, {"rank": args[0], "kind": args[1]}))
+        else:
+            out.append((name, {"rank": args[0]}))
+    return out
+
+
+ARMED = (("setup", 0), ("setup", 1), ("call_gate", 0, 0, 0, 1), ("call_gate", 1, 0, 0, 1),
+         ("arm_post", 0), ("arm_post", 1), ("barrier_write", 0), ("barrier_write", 1),
+         ("barrier_read", 0), ("barrier_read", 1))
+
+
+def gate_exchange(seq: int) -> tuple:
+    """Both ranks send gate `seq`, the wire carries both chunks each way, both close the gate."""
+    return (("gate_send", 0), ("gate_send", 1),
+            ("transmit", 0), ("transmit", 0), ("transmit", 1), ("transmit", 1),
+            ("deliver", 0), ("deliver", 0), ("deliver", 1), ("deliver", 1),
+            ("reap", 0), ("reap", 1), ("gate_done", 0), ("gate_done", 1),
+            ("consume", 0), ("consume", 1))
+
+
+def run(system, *steps):
+    return replay(system, moves(*steps))
+
+
+def test_arming_posts_the_window_with_the_seq_on_the_last_chunk_only():
+    t = run(build({}), *ARMED[:5])
+    obs = t.steps[-1].obs
+    assert len(obs.recvs) == 16 * 2
+    # gate 1 in slot 0, gate 2 in slot 1 (24576-byte slots); chunks of 16384 + 8192 bytes
+    assert obs.recvs[:4] == (WRView(0, "in", 0, 16384), WRView(1, "in", 16384, 8192),
+                             WRView(0, "in", 24576, 16384), WRView(2, "in", 40960, 8192))
+    assert [w.wr_id for w in obs.recvs[1::2]] == list(range(1, 17))
+    assert t.steps[1].obs.log == ("rdma gate vectors ride as 2 chunked messages",)
+
+
+def test_one_gate_each_way_then_repost_of_seq_plus_window():
+    t = run(build({}), *ARMED, *gate_exchange(1))
+    by_action = {(s.action, tuple(s.args.values())): s.obs for s in t.steps[1:]}
+    send = by_action[("gate_send", (0,))]
+    assert send.sends == (WRView(1, "out", 0, 16384, True), WRView(1, "out", 16384, 8192, True))
+    reap = by_action[("reap", (1,))]
+    assert [(c.opcode, c.wr_id, c.byte_len) for c in reap.polled] == [
+        ("send", 1, 16384), ("send", 1, 8192), ("recv", 0, 16384), ("recv", 1, 8192)]
+    done = by_action[("gate_done", (0,))]
+    assert done.recvs == (WRView(0, "in", 16 * 24576, 16384), WRView(17, "in", 16 * 24576 + 16384,
+                                                                       8192))
+    final = t.steps[-1].state
+    for rk in final.ranks:
+        assert (rk.recv_done, rk.last_gate_seq, rk.window_active, rk.send_outstanding) == (
+            1, 1, True, 0)
+    assert final.ranks[0].held == () and final.ranks[1].held == ()
+
+
+def test_barrier_is_crossed_once_per_arming_not_per_gate():
+    t = run(build({}), *ARMED, *gate_exchange(1), ("call_gate", 0, 0, 1, 2),
+            ("call_gate", 1, 0, 1, 2), *gate_exchange(2))
+    assert [s.action for s in t.steps].count("barrier_write") == 2
+    assert t.steps[-1].state.ranks[0].recv_done == 2
+
+
+def test_drain_then_big_gate_then_rearm():
+    sys_ = build({"chain_max": 4})
+    steps = [*ARMED, *gate_exchange(1), ("call_big", 0, 5), ("call_big", 1, 5),
+             ("big_header_write", 0), ("big_header_write", 1),
+             ("big_header_read", 0), ("big_header_read", 1), ("drain_post", 0), ("drain_post", 1)]
+    t = run(sys_, *steps)
+    dummies = t.steps[-2].obs.sends
+    assert len(dummies) == 32 and dummies[0].wr_id == TAG_BULK | 0 and dummies[-1].wr_id == (
+        TAG_BULK | 31)
+    # drive the fabric and reaping until both drains finish
+    t = _drive(sys_, t, stop=lambda s: all(
+        not r.window_active and r.phase not in ("drain_wait", "drain_post") for r in s.ranks))
+    for rk in t.steps[-1].state.ranks:
+        assert not rk.window_active and rk.recv_done == 1 and rk.send_outstanding == 0
+        assert t.steps[-1].state.fabric.qps[0].rq == ()
+    t = _drive(sys_, t, stop=lambda s: all(r.phase == "idle" for r in s.ranks))
+    posts = [s.obs.recvs for s in t.steps if s.action == "big_post_recv" and s.args["rank"] == 0]
+    assert [len(p) for p in posts] == [4, 1]        # chains of chain_max=4, one window of 5
+    assert [s.obs.tcp_out[0].value for s in t.steps
+            if s.action == "big_barrier_write" and s.args["rank"] == 0] == [1]
+
+
+def test_big_windows_are_capped_by_the_negotiated_depth():
+    sys_ = build({"rq_depth": 3, "window": 1, "vec_bytes": 100})
+    # big-gate sizes explored: 1, chain_max + 1 and one past the window (here 3 + 1 = 4)
+    steps = [("setup", 0), ("setup", 1), ("call_big", 0, 4), ("call_big", 1, 4)]
+    t = run(sys_, *steps)
+    t = _drive(sys_, t, stop=lambda s: all(r.phase == "idle" for r in s.ranks))
+    tags = [s.obs.tcp_out[0].value for s in t.steps
+            if s.action == "big_barrier_write" and s.args["rank"] == 1]
+    assert tags == [1, 2]                           # windows of 3 and 1
+
+
+def _drive(system, trace, stop):
+    """Run enabled non-fault steps in action-list order until `stop(state)`."""
+    from verbspec.spec.lts import run_step
+
+    for _ in range(5000):
+        state = trace.steps[-1].state
+        if stop(state):
+            return trace
+        for act in system.actions:
+            if act.fault or act.name in ("call_gate", "call_big"):
+                continue
+            args = next(iter(act.enabled(state)), None)
+            if args is not None:
+                run_step(system, trace, act, args)
+                break
+        else:
+            raise AssertionError(f"stuck: {[r.phase for r in state.ranks]}")
+    raise AssertionError("did not stop")
+
+
+def test_gate_order_broke_is_refused_before_any_state_changes():
+    t = run(build({}), ("setup", 0), ("bad_call", 0, 1, 0, 1))
+    rk = t.steps[-1].state.ranks[0]
+    assert rk.error == "gate order broke: layer 1 gate 0 vs seq 1"
+    assert rk.last_gate_seq == 0 and t.steps[-1].state.fabric.qps[0].rq == ()
+
+
+def test_out_of_order_seq_is_refused():
+    t = run(build({}), ("setup", 0), ("bad_call", 0, 0, 1, 2))
+    assert t.steps[-1].state.ranks[0].error == "gate seq 2 out of order after gate 0"
+
+
+def test_no_seq_check_lets_a_skipped_seq_misalign_the_pairing():
+    with pytest.raises(InvariantViolation) as e:
+        run(build({}, ["no-seq-check"]), ("setup", 0), ("setup", 1),
+            ("bad_call", 0, 0, 1, 2), ("call_gate", 1, 0, 0, 1), ("arm_post", 0), ("arm_post", 1),
+            ("barrier_write", 0), ("barrier_write", 1), ("barrier_read", 0),
+            ("barrier_read", 1), ("gate_send", 0), ("transmit", 0), ("deliver", 0))
+    assert e.value.invariant == "chunk_alignment"
+    assert "gate 2 chunk 0 landed in rank 1's receive for gate 1 chunk 0" in e.value.message
+
+
+def test_uc_drop_is_silent_for_the_sender():
+    with pytest.raises(InvariantViolation) as e:
+        run(build({}, ["no-barrier"]), ("setup", 0), ("setup", 1), ("call_gate", 0, 0, 0, 1),
+            ("arm_post", 0), ("gate_send", 0), ("transmit", 0), ("deliver", 0))
+    assert e.value.invariant == "no_silent_drop"
+    sender = e.value.trace.steps[-1].state.fabric.qps[0]
+    assert [(c.opcode, c.status) for c in sender.cq] == [("send", "success")]
+
+
+def test_rc_answers_rnr_instead_of_dropping():
+    # RC without the barrier: the receiver has nothing posted, the sender's WR fails with RNR
+    with pytest.raises(InvariantViolation) as e:
+        run(build({"qp_type": "rc"}, ["no-barrier"]), ("setup", 0), ("setup", 1),
+            ("call_gate", 0, 0, 0, 1), ("arm_post", 0), ("gate_send", 0), ("transmit", 0),
+            ("deliver", 0), ("reap", 0))
+    assert e.value.invariant == "no_deadlock"
+    assert "rdma completion error: RNR retry counter exceeded" in e.value.message
+
+
+def test_error_completion_fails_the_wait():
+    sys_ = build({"faults": 1})
+    t = run(sys_, *ARMED, ("gate_send", 0), ("gate_send", 1), ("transmit", 0),
+            ("error_completion", 1), ("reap", 1))
+    assert t.steps[-1].state.ranks[1].error.startswith(
+        "rdma completion error: transport retry counter exceeded")
+
+
+def test_timeouts_and_dead_peers_end_waits_with_documented_errors():
+    t = run(build({}), *ARMED, ("gate_send", 0), ("timeout", 0))
+    assert t.steps[-1].state.ranks[0].error == "timeout waiting gate seq 1 (recv_done 0)"
+    t = run(build({}), *ARMED, ("gate_send", 0), ("crash", 1), ("peer_gone", 0))
+    assert t.steps[-1].state.ranks[0].error == "peer disconnected during RDMA gate"
+    t = run(build({}), ("setup", 0), ("setup", 1), ("call_gate", 0, 0, 0, 1), ("arm_post", 0),
+            ("barrier_write", 0), ("crash", 1), ("peer_gone", 0))
+    assert t.steps[-1].state.ranks[0].error == "peer closed the TCP channel during the window " \
+                                               "barrier"
+
+
+def test_warm_up_leftovers_are_ignored_by_the_base_protocol():
+    t = run(build({}), *ARMED, ("stray_completion", 0, "recv"), ("stray_completion", 0, "send"),
+            *gate_exchange(1))
+    rk = t.steps[-1].state.ranks[0]
+    assert rk.recv_done == 1 and rk.send_outstanding == 0
+
+
+def test_stray_warm_receive_variant_lifts_the_watermark_to_2_62():
+    with pytest.raises(InvariantViolation) as e:
+        run(build({}, ["stray-warm-receive"]), *ARMED, ("stray_completion", 0, "recv"),
+            ("gate_send", 0), ("reap", 0))
+    assert e.value.invariant == "watermark_sound"
+    assert str(TAG_WARM) in e.value.message
+
+
+def test_one_gate_per_token_lets_a_gate_land_on_unconsumed_data():
+    # gates_per_token=1: every gate uses slot 0; the peer's next gate can land before the
+    # application consumed this one
+    sys_ = build({"gates_per_token": 1, "n_slots": 1})
+    with pytest.raises(InvariantViolation) as e:
+        run(sys_, *ARMED, *gate_exchange(1)[:-1],          # rank 1 has not consumed gate 1
+            ("call_gate", 0, 0, 0, 2), ("gate_send", 0), ("transmit", 0), ("deliver", 0))
+    assert e.value.invariant == "slot_exclusive"
