@@ -23,6 +23,7 @@ ST_LEN = "local length error"
 ST_RNR = "RNR retry counter exceeded"
 ST_FLUSH = "work request flushed"
 ST_RETRY = "transport retry counter exceeded"
+ST_REM_INV = "remote invalid request error"
 
 
 @dataclass(frozen=True)
@@ -171,20 +172,25 @@ def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
     msg, fab = pop_wire(fab, src)
     dst = 1 - src
     rq_qp, sq_qp = fab.qps[dst], fab.qps[src]
+    rc = sq_qp.qp_type == "rc"
     if not receiver_alive:
+        # nobody acknowledges: RC retries, then fails the WR; UC never knows
+        if rc:
+            fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_RETRY, cq_depth))
         return fab, Delivery("dead", msg)
     if not rq_qp.rq or rq_qp.state != "rts":
-        if rq_qp.qp_type == "uc":
+        if not rc:
             return fab, Delivery("uc_drop", msg)
         # RC with rnr_retry 0: the sender's WR fails and its QP goes to error
-        sq_qp = push_cqe(sq_qp, CQE("send", msg.wr_id, ST_RNR, 0, msg.payload), cq_depth)
-        return set_qp(fab, src, _flush(replace(sq_qp, state="error"), cq_depth)), \
-            Delivery("rnr", msg)
+        return set_qp(fab, src, _fail_send(sq_qp, msg, ST_RNR, cq_depth)), Delivery("rnr", msg)
     wr = rq_qp.rq[0]
     rq_qp = replace(rq_qp, rq=rq_qp.rq[1:])
     if msg.length > wr.length:
         rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_LEN, 0, msg.payload), cq_depth)
-        return set_qp(fab, dst, replace(rq_qp, state="error")), Delivery("length", msg, wr)
+        fab = set_qp(fab, dst, replace(rq_qp, state="error"))
+        if rc:
+            fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_REM_INV, cq_depth))
+        return fab, Delivery("length", msg, wr)
     rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_OK, msg.length, msg.payload), cq_depth)
     fab = set_qp(fab, dst, rq_qp)
     if sq_qp.qp_type == "rc" and completes(fab, msg.signaled):
@@ -192,6 +198,13 @@ def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
                          cq_depth)
         fab = set_qp(fab, src, sq_qp)
     return fab, Delivery("landed", msg, wr)
+
+
+def _fail_send(qp: QP, msg: Message, status: str, cq_depth: int) -> QP:
+    """An RC send fails: its completion carries the error, the QP enters the error state and
+    flushes what is still queued."""
+    qp = push_cqe(qp, CQE("send", msg.wr_id, status, 0, msg.payload), cq_depth)
+    return _flush(replace(qp, state="error"), cq_depth)
 
 
 def _flush(qp: QP, cq_depth: int) -> QP:

@@ -46,7 +46,8 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("stray-warm-receive",
             "every receive completion raises recv_done to its wr_id, tag bits included",
             "watermark_sound: a warm-up leftover (wr_id 1<<62) lifts recv_done to 2^62 and every "
-            "later gate passes without waiting"),
+            "later gate passes without waiting (in a big-gate window it fails the window "
+            "instead: no_deadlock)"),
     Variant("no-seq-check",
             "gate() accepts any seq, not only last_gate_seq + 1",
             "chunk_alignment: a skipped seq pairs one gate's send with another's receive; a "
@@ -59,8 +60,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("drain-without-rendezvous",
             "a rank drains its window as soon as its application starts a big gate, before the "
             "big-gate header exchange",
-            "no_silent_drop: a dummy send reaches a peer that has not reposted its last "
-            "lookahead receive"),
+            "no_silent_drop, watermark_sound or no_deadlock: a dummy reaches a peer still "
+            "closing its last gate; it is dropped (no receive reposted yet) or reaped as a gate "
+            "arrival (raising recv_done past what landed), and the peer's drain never counts "
+            "its window"),
 )
 
 INVARIANT_DOCS: dict[str, str] = {
