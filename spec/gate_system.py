@@ -26,6 +26,7 @@ from verbspec.spec.lts import Action, Invariant
 from verbspec.spec.params import Variant, check_values, check_variants
 
 PROTOCOL = "gate"
+BMC_DEPTH = 14      # default bound of breadth-first search (about 12k states at the defaults)
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("no-barrier",
