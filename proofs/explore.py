@@ -9,8 +9,9 @@ proofs/shrink.py and the reduced run's trace is returned.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hyp_seed
@@ -31,6 +32,7 @@ class ExploreStats:
     examples: int = 0
     steps: int = 0
     max_depth: int = 0
+    actions: Counter[str] = field(default_factory=Counter)   # steps taken, per action
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
                 return
             act, args = moves[0] if len(moves) == 1 else data.draw(st.sampled_from(moves))
             stats.steps += 1
+            stats.actions[act.name] += 1
             run_step(system, self.trace, act, args)
 
         def teardown(self) -> None:
