@@ -41,7 +41,10 @@ class SearchResult:
 
 def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
                    variants: Sequence[str] = (), faults: bool = True,
+                   target: str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SearchResult:
+    """Search every interleaving up to ``depth`` steps. With ``target``, violations of other
+    invariants are dead ends and the search looks for a shortest violation of ``target``."""
     t0 = time.perf_counter()
     root = start_trace(system, variants)
     init = root.steps[0].state
@@ -59,6 +62,9 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
                 bad = check_step(system, pre, act.name, args, post, obs)
                 if bad is None and post not in parent:
                     bad = check_state(system, post)
+                if bad is not None and target is not None and bad[0] != target:
+                    parent.setdefault(post, (pre, act.name, args, obs))
+                    continue
                 if bad is not None:
                     parent.setdefault(post, (pre, act.name, args, obs))
                     trace = _rebuild(system, parent, post, act.name, args, obs, pre, variants)

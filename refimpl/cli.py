@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("match", help="run the tag-matching engine on a scenario file")
     m.add_argument("file")
+
+    t = sub.add_parser("trace", help="render an ITF trace as a message-sequence diagram")
+    t.add_argument("file", type=Path)
+    t.add_argument("--svg", type=Path, default=None, metavar="OUT",
+                   help="output file (default: FILE with .svg, or .html with --html)")
+    t.add_argument("--html", action="store_true", help="write the SVG inside an HTML page")
     return p
 
 
@@ -201,8 +207,15 @@ def cmd_match(args: argparse.Namespace) -> int:
     return match_main(args.file)
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from verbspec.refimpl.render import trace_main
+
+    return trace_main(args)
+
+
 COMMANDS = {"check": cmd_check, "variants": cmd_variants, "params": cmd_params,
-            "invariants": cmd_invariants, "replay": cmd_replay, "match": cmd_match}
+            "invariants": cmd_invariants, "replay": cmd_replay, "match": cmd_match,
+            "trace": cmd_trace}
 
 if __name__ == "__main__":
     sys.exit(main())
