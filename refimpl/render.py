@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from verbspec.spec.itf import TraceFormatError, decode
+from verbspec.spec.itf import TraceFormatError, decode_states
 
 EXIT_OK, EXIT_INPUT = 0, 3
 
@@ -101,31 +101,7 @@ def validate(doc: Any) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """Check the ITF structure and decode it: a list of (action, args, state vars) per state.
 
     Raises TraceFormatError naming the JSON path of the first problem."""
-    if not isinstance(doc, dict):
-        raise TraceFormatError("$: an ITF trace is a JSON object")
-    if not isinstance(doc.get("#meta"), dict):
-        raise TraceFormatError("$.#meta: missing or not an object")
-    states = doc.get("states")
-    if not isinstance(states, list) or not states:
-        raise TraceFormatError("$.states: missing, not a list, or empty")
-    out = []
-    for i, st in enumerate(states):
-        where = f"$.states[{i}]"
-        if not isinstance(st, dict):
-            raise TraceFormatError(f"{where}: a state is a JSON object")
-        if "action" not in st:
-            raise TraceFormatError(f"{where}.action: missing")
-        if not isinstance(st["action"], str):
-            raise TraceFormatError(f"{where}.action: not a string")
-        if "args" not in st:
-            raise TraceFormatError(f"{where}.args: missing")
-        args = decode(st["args"], f"{where}.args")
-        if not isinstance(args, dict):
-            raise TraceFormatError(f"{where}.args: not an object")
-        body = {k: decode(v, f"{where}.{k}") for k, v in st.items()
-                if k not in ("#meta", "action", "args")}
-        out.append((st["action"], args, body))
-    return out
+    return decode_states(doc)[1]
 
 
 # ---------------------------------------------------------------- small formatting helpers
@@ -664,8 +640,7 @@ def _footer_svg(d: Diagram, bottom: float) -> str:
 # ---------------------------------------------------------------- entry points
 def render_svg(doc: dict) -> str:
     """A standalone SVG message-sequence diagram of a decoded ITF trace document."""
-    steps = validate(doc)
-    meta = decode(doc["#meta"], "$.#meta")
+    meta, steps = decode_states(doc)
     builder = BUILDERS.get(str(meta.get("protocol")))
     if builder is None:
         return draw(build_table(meta, steps, f"unknown protocol {meta.get('protocol')!r}"))

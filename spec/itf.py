@@ -101,6 +101,41 @@ def write_trace(trace: Trace, path: Path) -> Path:
     return path
 
 
+def decode_states(doc: Any) -> tuple[dict[str, Any], list[tuple[str, dict, dict]]]:
+    """Check a decoded JSON document is an ITF trace as verbspec writes it and decode it: its
+    ``#meta`` and, per state, (action, args, other variables). Raises TraceFormatError naming
+    the JSON path of the first problem."""
+    if not isinstance(doc, dict):
+        raise TraceFormatError("$: an ITF trace is a JSON object")
+    meta = doc.get("#meta")
+    if not isinstance(meta, dict):
+        raise TraceFormatError("$.#meta: missing or not an object")
+    states = doc.get("states")
+    if not isinstance(states, list) or not states:
+        raise TraceFormatError("$.states: missing, not a list, or empty")
+    out = []
+    for i, st in enumerate(states):
+        where = f"$.states[{i}]"
+        if not isinstance(st, dict):
+            raise TraceFormatError(f"{where}: a state is a JSON object")
+        idx = st["#meta"].get("index") if isinstance(st.get("#meta"), dict) else None
+        if idx != i:
+            raise TraceFormatError(f"{where}.#meta.index: expected {i}, found {idx!r}")
+        if "action" not in st:
+            raise TraceFormatError(f"{where}.action: missing")
+        if not isinstance(st["action"], str):
+            raise TraceFormatError(f"{where}.action: not a string")
+        if "args" not in st:
+            raise TraceFormatError(f"{where}.args: missing")
+        args = decode(st["args"], f"{where}.args")
+        if not isinstance(args, dict):
+            raise TraceFormatError(f"{where}.args: not an object")
+        body = {k: decode(v, f"{where}.{k}") for k, v in st.items()
+                if k not in ("#meta", "action", "args")}
+        out.append((st["action"], args, body))
+    return decode(meta, "$.#meta"), out
+
+
 def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
     """Read an ITF trace written by verbspec: its ``#meta`` and its (action, args) moves after
     the initial state. Raises TraceFormatError naming the JSON path of any problem."""
@@ -110,27 +145,5 @@ def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, An
         raise TraceFormatError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
         raise TraceFormatError(f"{path}: not JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise TraceFormatError("$: an ITF trace is a JSON object")
-    meta = doc.get("#meta")
-    if not isinstance(meta, dict):
-        raise TraceFormatError("$.#meta: missing or not an object")
-    states = doc.get("states")
-    if not isinstance(states, list) or not states:
-        raise TraceFormatError("$.states: missing, not a list, or empty")
-    moves = []
-    for i, st in enumerate(states):
-        where = f"$.states[{i}]"
-        if not isinstance(st, dict):
-            raise TraceFormatError(f"{where}: a state is a JSON object")
-        idx = st.get("#meta", {}).get("index") if isinstance(st.get("#meta"), dict) else None
-        if idx != i:
-            raise TraceFormatError(f"{where}.#meta.index: expected {i}, found {idx!r}")
-        action, args = st.get("action"), st.get("args")
-        if not isinstance(action, str):
-            raise TraceFormatError(f"{where}.action: missing or not a string")
-        if not isinstance(args, dict):
-            raise TraceFormatError(f"{where}.args: missing or not an object")
-        if i > 0:
-            moves.append((action, decode(args, f"{where}.args")))
-    return decode(meta, "$.#meta"), moves
+    meta, states = decode_states(doc)
+    return meta, [(action, args) for action, args, _ in states[1:]]

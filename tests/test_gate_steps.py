@@ -217,3 +217,19 @@ def test_one_gate_per_token_lets_a_gate_land_on_unconsumed_data():
         run(sys_, *ARMED, *gate_exchange(1)[:-1],          # rank 1 has not consumed gate 1
             ("call_gate", 0, 0, 0, 2), ("gate_send", 0), ("transmit", 0), ("deliver", 0))
     assert e.value.invariant == "slot_exclusive"
+
+
+def test_every_step_observes_both_ranks_abstract_state_after_it():
+    """The conformance contract: each observation ends with the views an implementation must
+    agree on, taken from the state the step produced."""
+    from verbspec.proofs.explore import explore
+    from verbspec.spec.gate_state import view
+
+    res = explore(build({}, ["depth-mismatch"]), examples=100, steps=400,
+                  variants=["depth-mismatch"])
+    assert res.trace is not None
+    for step in res.trace.steps[1:]:
+        assert step.obs.views == tuple(view(rk) for rk in step.state.ranks)
+        assert step.obs.rank in (0, 1)
+    kinds = {s.action for s in res.trace.steps if s.obs and (s.obs.recvs or s.obs.sends)}
+    assert {"big_post_recv", "big_send", "transmit"} <= kinds
