@@ -362,9 +362,6 @@ class TagMatchSystem:
             ]
         return tuple(acts)
 
-    # ---- invariants ------------------------------------------------------------------------
-
-
 
 def build(values: Mapping[str, Any] | None = None, variants: Iterable[str] = ()
           ) -> TagMatchSystem:
