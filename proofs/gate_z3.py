@@ -1,0 +1,665 @@
+"""Induction proofs for the gate protocol's decode window, fault-free, over parameter regions.
+
+The fragment: both ranks after setup, arming (post the window, cross the 0xD1 barrier), then
+decode gates (gate_send, transmit, deliver on UC, reap, gate_done reposting seq + window,
+consume), with no drain, no big gate and no faults.
+
+The model is a counter abstraction of :mod:`verbspec.spec.gate`. Per rank r (peer p) it keeps the
+protocol's own variables at their real widths (``recv_done``, ``last_gate_seq``, the gate in
+progress: 64 bits; ``send_outstanding``: 32 bits) and, for the fabric, counts instead of queues:
+send WRs not yet transmitted (SQ), messages on the wire (WIRE), unreaped send and receive
+completions (QS, QR), posted receives (RQ), barrier bytes in flight (TB), plus two stream
+positions: gates sent (SENT; the send stream is C*SENT chunks long) and chunks landed (LANDED).
+Because UC delivers in order and both ranks post and send strictly in seq order, the k-th chunk
+of a stream is chunk (k-1) mod C of gate (k-1) div C + 1, so every identity the spec's ghosts
+record (which gate lands in which slot, which wr_id a completion carries) is a function of these
+positions. Ghost flags record the events the invariants forbid, as the spec's Ghost does.
+
+The model is written separately from the spec; tests/test_gate_z3.py replays random runs of the
+executable spec through :func:`alpha` and checks every step against :func:`move` and every
+invariant verdict against :func:`invariant_holds`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from verbspec.proofs.report import Result
+from verbspec.spec import gate_state as gs
+from verbspec.spec.gate_params import GateConfig
+from verbspec.spec.gate_state import GateState
+
+FRAGMENT = "decode window fragment"
+POLL_BATCH = 16
+SEQ_LIMIT = 1 << 62     # wr_id bits 62 and 63 are tags (TAG_WARM, TAG_BULK): seq stays below
+
+# phase codes (8 bits); every fragment phase of gate_state.py
+PHASE_CODE: dict[str, int] = {gs.INIT: 0, gs.IDLE: 1, gs.ARM_POST: 2, gs.ARM_BAR_SEND: 3,
+                              gs.ARM_BAR_READ: 4, gs.SEND: 5, gs.WAIT: 6, gs.HOLD: 7}
+INIT, IDLE, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, HOLD = range(8)
+
+# per-rank variables: name -> width in bits (0: Boolean)
+RANK_VARS: dict[str, int] = {
+    "ph": 8, "S": 64, "L": 64, "RD": 64, "WA": 0, "SO": 32, "SENT": 64, "SQ": 32, "WIRE": 32,
+    "QS": 32, "QR": 32, "RQ": 32, "LANDED": 64, "ARR": 64, "TB": 8, "OVF": 0,
+}
+# ghost flags of the whole system, one per forbidden event (the spec's Ghost records)
+FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_chain")
+# parameters: W window, C chunks, P slot period (gates between two uses of a slot)
+PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_depth": 32,
+                              "cq_depth": 32, "chain_max": 32}
+
+ACTIONS = ("setup", "call_gate", "arm_post", "barrier_write", "barrier_read", "gate_send",
+           "transmit", "deliver", "reap", "gate_done", "consume")
+
+State = dict[str, z3.ExprRef]
+Params = dict[str, z3.ExprRef]
+
+
+# ---------------------------------------------------------------------------- terms
+def _var(name: str, width: int) -> z3.ExprRef:
+    return z3.Bool(name) if width == 0 else z3.BitVec(name, width)
+
+
+def fresh_state(tag: str) -> State:
+    s: State = {f"{v}{r}": _var(f"{v}{r}@{tag}", w) for r in (0, 1) for v, w in RANK_VARS.items()}
+    s.update({f: z3.Bool(f"{f}@{tag}") for f in FLAGS})
+    return s
+
+
+def fresh_params(tag: str = "") -> Params:
+    return {n: z3.BitVec(f"{n}{tag}", w) for n, w in PARAM_VARS.items()}
+
+
+def z64(x: z3.BitVecRef) -> z3.BitVecRef:
+    return z3.ZeroExt(64 - x.size(), x) if x.size() < 64 else x
+
+
+def times_c(prm: Params, x: z3.BitVecRef) -> z3.BitVecRef:
+    """x * C for C in {1, 2}, without a multiplier (cheaper to bit-blast)."""
+    return z3.If(prm["C"] == 1, x, x << 1)
+
+
+def div_c(prm: Params, x: z3.BitVecRef) -> z3.BitVecRef:
+    return z3.If(prm["C"] == 1, x, z3.LShR(x, 1))
+
+
+def umax(a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
+    return z3.If(z3.UGE(a, b), a, b)
+
+
+def umin(a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
+    return z3.If(z3.ULE(a, b), a, b)
+
+
+def ph_in(s: State, r: int, *codes: int) -> z3.BoolRef:
+    return z3.Or([s[f"ph{r}"] == c for c in codes])
+
+
+# derived stream positions (all in chunks)
+def transmitted(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    return times_c(prm, s[f"SENT{r}"]) - z64(s[f"SQ{r}"])
+
+
+def delivered(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    """Chunks from r that left the wire (landed at the peer, absent drops)."""
+    return transmitted(s, prm, r) - z64(s[f"WIRE{r}"])
+
+
+def sends_reaped(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    return transmitted(s, prm, r) - z64(s[f"QS{r}"])
+
+
+def recvs_reaped(s: State, r: int) -> z3.BitVecRef:
+    return s[f"LANDED{r}"] - z64(s[f"QR{r}"])
+
+
+def armed(s: State, r: int) -> z3.BoolRef:
+    """The rank has posted its window's receives."""
+    return z3.Or(ph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ), s[f"WA{r}"])
+
+
+def consumed(s: State, r: int) -> z3.BitVecRef:
+    """Gates the application has read: all up to last_gate_seq, but the held one in HOLD."""
+    return s[f"L{r}"] - z3.If(s[f"ph{r}"] == HOLD, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+
+
+def cq_used(s: State, r: int) -> z3.BitVecRef:
+    return s[f"QS{r}"] + s[f"QR{r}"]
+
+
+# ---------------------------------------------------------------------------- transitions
+@dataclass(frozen=True)
+class Move:
+    guard: z3.BoolRef
+    updates: dict[str, z3.ExprRef]
+
+
+def _push_cqe(s: State, prm: Params, r: int, queue: str, upd: dict) -> None:
+    """A completion for rank r's CQ: one more entry, or an overflow (the QP enters error)."""
+    full = z3.UGE(cq_used(s, r), prm["cq_depth"])
+    upd[f"{queue}{r}"] = z3.If(full, s[f"{queue}{r}"], s[f"{queue}{r}"] + 1)
+    upd[f"OVF{r}"] = z3.Or(s[f"OVF{r}"], full)
+
+
+def _long_chain(s: State, prm: Params) -> z3.BoolRef:
+    """A gate's chain is C work requests; the spec flags chains above chain_max."""
+    return z3.Or(s["long_chain"], z3.UGT(prm["C"], z64(prm["chain_max"])))
+
+
+def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z3.ExprRef]
+                ) -> Move:
+    """Guard and effect of one action of rank r (for deliver: the source rank)."""
+    p = 1 - r
+    one8, one32 = z3.BitVecVal(1, 8), z3.BitVecVal(1, 32)
+    c32 = z3.Extract(31, 0, prm["C"])
+    if name == "setup":
+        return Move(s[f"ph{r}"] == INIT, {f"ph{r}": z3.BitVecVal(IDLE, 8)})
+    if name == "call_gate":
+        seq = s[f"L{r}"] + 1
+        # the out-slot of seq is busy if a send of an earlier gate in the same slot has not
+        # left the send queue yet; the oldest pending gate is the closest candidate
+        first_pending = div_c(prm, transmitted(s, prm, r)) + 1
+        busy = z3.And(s[f"SQ{r}"] != 0, z3.UGT(seq, prm["P"]),
+                      z3.UGE(seq - prm["P"], first_pending))
+        return Move(z3.And(s[f"ph{r}"] == IDLE,
+                           # no run gets near the tag bits; the spec ignores such wr_ids
+                           z3.ULT(seq + prm["W"], SEQ_LIMIT)),
+                    {f"S{r}": seq, "clobbered": z3.Or(s["clobbered"], busy),
+                     f"ph{r}": z3.If(s[f"WA{r}"], z3.BitVecVal(SEND, 8),
+                                     z3.BitVecVal(ARM_POST, 8))})
+    if name == "arm_post":
+        return Move(s[f"ph{r}"] == ARM_POST,
+                    {f"RQ{r}": s[f"RQ{r}"] + z3.Extract(31, 0, times_c(prm, prm["W"])),
+                     "long_chain": _long_chain(s, prm), f"ph{r}": z3.BitVecVal(ARM_BAR_SEND, 8)})
+    if name == "barrier_write":
+        return Move(s[f"ph{r}"] == ARM_BAR_SEND,
+                    {f"TB{r}": s[f"TB{r}"] + one8, f"ph{r}": z3.BitVecVal(ARM_BAR_READ, 8)})
+    if name == "barrier_read":
+        # only 0xD1 is ever written in the fragment, so the read always succeeds
+        return Move(z3.And(s[f"ph{r}"] == ARM_BAR_READ, s[f"TB{p}"] != 0),
+                    {f"TB{p}": s[f"TB{p}"] - one8, f"WA{r}": z3.BoolVal(True),
+                     f"ph{r}": z3.BitVecVal(SEND, 8)})
+    if name == "gate_send":
+        return Move(s[f"ph{r}"] == SEND,
+                    {f"SQ{r}": s[f"SQ{r}"] + c32, f"SO{r}": s[f"SO{r}"] + c32,
+                     f"SENT{r}": umax(s[f"SENT{r}"], s[f"S{r}"]),
+                     "long_chain": _long_chain(s, prm), f"ph{r}": z3.BitVecVal(WAIT, 8)})
+    if name == "transmit":
+        upd = {f"SQ{r}": s[f"SQ{r}"] - one32, f"WIRE{r}": s[f"WIRE{r}"] + one32}
+        _push_cqe(s, prm, r, "QS", upd)     # UC completes the send as it leaves
+        return Move(z3.And(s[f"SQ{r}"] != 0, z3.Not(s[f"OVF{r}"])), upd)
+    if name == "deliver":
+        return _deliver(s, prm, r)
+    if name == "reap":
+        return _reap(s, prm, r, choice)
+    if name == "gate_done":
+        seq = s[f"S{r}"]
+        whole = z3.UGE(s[f"LANDED{r}"], times_c(prm, seq))
+        return Move(z3.And(s[f"ph{r}"] == WAIT, z3.UGE(s[f"RD{r}"], seq)),
+                    {f"RQ{r}": s[f"RQ{r}"] + c32, f"L{r}": seq,
+                     "stale": z3.Or(s["stale"], z3.Not(whole)),
+                     "out_of_order": z3.Or(s["out_of_order"], seq != s[f"L{r}"] + 1),
+                     f"ph{r}": z3.BitVecVal(HOLD, 8)})
+    if name == "consume":
+        return Move(s[f"ph{r}"] == HOLD, {f"ph{r}": z3.BitVecVal(IDLE, 8)})
+    raise KeyError(name)
+
+
+def _deliver(s: State, prm: Params, src: int) -> Move:
+    """The wire head from src meets the peer's receive-queue head (UC)."""
+    dst = 1 - src
+    upd: dict[str, z3.ExprRef] = {f"WIRE{src}": s[f"WIRE{src}"] - 1}
+    no_recv = z3.Or(s[f"RQ{dst}"] == 0, s[f"OVF{dst}"])
+    landed = s[f"LANDED{dst}"]
+    land: dict[str, z3.ExprRef] = {f"RQ{dst}": s[f"RQ{dst}"] - 1, f"LANDED{dst}": landed + 1}
+    _push_cqe(s, prm, dst, "QR", land)
+    # the message is chunk DV+1 of src's stream; the receive is chunk LANDED+1 of dst's
+    aligned = delivered(s, prm, src) == landed
+    gate = div_c(prm, landed) + 1
+    last_chunk = div_c(prm, landed + 1) == gate
+    # the slot of `gate` still holds an unconsumed earlier gate (same slot: P gates back)
+    clobber = z3.And(z3.UGT(gate, prm["P"]), z3.UGE(gate - prm["P"], consumed(s, dst) + 1))
+    land["misaligned"] = z3.Or(s["misaligned"], z3.Not(aligned))
+    land["clobbered"] = z3.Or(s["clobbered"], z3.And(aligned, clobber))
+    land[f"ARR{dst}"] = z3.If(z3.And(aligned, z3.Not(clobber), last_chunk),
+                              umax(s[f"ARR{dst}"], gate), s[f"ARR{dst}"])
+    for k, v in land.items():
+        upd[k] = z3.If(no_recv, s[k], v)
+    upd["dropped"] = z3.Or(s["dropped"], no_recv)
+    return Move(s[f"WIRE{src}"] != 0, upd)
+
+
+def _reap(s: State, prm: Params, r: int, choice: Mapping[str, z3.ExprRef]) -> Move:
+    """Poll min(16, CQ) completions: ks sends and kr receives. The split is free (the CQ's
+    interleaving is not kept); where the CQ holds at most 16 entries, which the invariants
+    bound, it is forced: everything is reaped."""
+    ks, kr = choice[f"ks{r}"], choice[f"kr{r}"]
+    n = umin(cq_used(s, r), z3.BitVecVal(POLL_BATCH, 32))
+    split = z3.And(ks + kr == n, z3.ULE(ks, s[f"QS{r}"]), z3.ULE(kr, s[f"QR{r}"]))
+    rr = recvs_reaped(s, r)
+    top = div_c(prm, rr + z64(kr))      # highest gate whose last chunk is among those reaped
+    rd = z3.If(z3.UGT(top, div_c(prm, rr)), umax(s[f"RD{r}"], top), s[f"RD{r}"])
+    so = s[f"SO{r}"]
+    return Move(z3.And(s[f"ph{r}"] == WAIT, cq_used(s, r) != 0, split),
+                {f"QS{r}": s[f"QS{r}"] - ks, f"QR{r}": s[f"QR{r}"] - kr, f"RD{r}": rd,
+                 f"SO{r}": z3.If(z3.UGE(so, ks), so - ks, z3.BitVecVal(0, 32))})
+
+
+def frame(s: State, t: State, upd: Mapping[str, z3.ExprRef]) -> z3.BoolRef:
+    return z3.And([t[k] == upd.get(k, s[k]) for k in s])
+
+
+def fresh_choice(tag: str) -> dict[str, z3.ExprRef]:
+    return {f"{k}{r}": z3.BitVec(f"{k}{r}@{tag}", 32) for r in (0, 1) for k in ("ks", "kr")}
+
+
+def move(name: str, r: int, s: State, t: State, prm: Params,
+         choice: Mapping[str, z3.ExprRef]) -> z3.BoolRef:
+    m = action_move(name, r, s, prm, choice)
+    return z3.And(m.guard, frame(s, t, m.updates))
+
+
+def transition(s: State, t: State, prm: Params, choice: Mapping[str, z3.ExprRef]
+               ) -> z3.BoolRef:
+    return z3.Or([move(a, r, s, t, prm, choice) for a in ACTIONS for r in (0, 1)])
+
+
+def initial(s: State) -> z3.BoolRef:
+    eqs = [s[f"ph{r}"] == INIT for r in (0, 1)]
+    for k, v in s.items():
+        if k.startswith("ph"):
+            continue
+        eqs.append(v == (z3.BoolVal(False) if z3.is_bool(v) else z3.BitVecVal(0, v.size())))
+    return z3.And(eqs)
+
+
+# ---------------------------------------------------------------------------- invariants
+def both(f: Callable[[State, Params, int], z3.BoolRef]) -> Callable[[State, Params], z3.BoolRef]:
+    return lambda s, prm: z3.And(f(s, prm, 0), f(s, prm, 1))
+
+
+def _send_accounting(s: State, prm: Params, r: int) -> z3.BoolRef:
+    # the spec judges only a live QP in RTS; an overflowed CQ put it in error
+    return z3.Or(s[f"OVF{r}"], s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"])
+
+
+def _queue_bounds(s: State, prm: Params, r: int) -> z3.BoolRef:
+    return z3.And(z3.ULE(s[f"RQ{r}"], prm["rq_depth"]), z3.ULE(s[f"SQ{r}"], prm["sq_depth"]),
+                  z3.Not(s[f"OVF{r}"]), z3.Not(s["long_chain"]))
+
+
+def _watermark_sound(s: State, prm: Params, r: int) -> z3.BoolRef:
+    return z3.And(z3.Not(s["stale"]), z3.ULE(s[f"RD{r}"], s[f"ARR{r}"]))
+
+
+# The properties, as the spec's invariants of the same names judge them (gate_system.py).
+PROPERTIES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
+    "no_silent_drop": lambda s, prm: z3.Not(s["dropped"]),
+    "chunk_alignment": lambda s, prm: z3.Not(s["misaligned"]),
+    "watermark_sound": both(_watermark_sound),
+    "slot_exclusive": lambda s, prm: z3.Not(s["clobbered"]),
+    "send_accounting": both(_send_accounting),
+    "queue_bounds": both(_queue_bounds),
+    "gate_order": lambda s, prm: z3.Not(s["out_of_order"]),
+}
+
+
+# Strengthening invariants: facts of every reachable state that make the properties inductive.
+def _phase_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Phase fixes seq, the window flag and the sends: S = L or L + 1, sends only in WAIT."""
+    ph, L, S = s[f"ph{r}"], s[f"L{r}"], s[f"S{r}"]
+    opening = ph_in(s, r, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT)
+    return z3.And(
+        z3.ULE(ph, HOLD),
+        z3.If(opening, S == L + 1, S == L),
+        z3.Implies(ph_in(s, r, INIT, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ), L == 0),
+        s[f"WA{r}"] == z3.Or(ph_in(s, r, SEND, WAIT, HOLD), z3.And(ph == IDLE, L != 0)),
+        s[f"SENT{r}"] == z3.If(ph == WAIT, S, L))
+
+
+def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Sequence numbers stay below the tag bits, so no 64-bit sum wraps."""
+    return z3.And(z3.ULT(s[f"S{r}"] + prm["W"], SEQ_LIMIT), z3.ULE(s[f"L{r}"], s[f"S{r}"]))
+
+
+def _window_posted(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Armed, the receives posted so far cover gates 1 .. last_gate_seq + window."""
+    total = s[f"LANDED{r}"] + z64(s[f"RQ{r}"])
+    return z3.If(armed(s, r), total == times_c(prm, s[f"L{r}"] + prm["W"]),
+                 z3.And(s[f"LANDED{r}"] == 0, s[f"RQ{r}"] == 0))
+
+
+def _barrier_bytes(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """r's barrier byte is in flight exactly from its write until the peer reads it; a rank
+    whose window is active has read the peer's byte, so the peer has posted its window."""
+    p = 1 - r
+    wrote = z3.Or(s[f"ph{r}"] == ARM_BAR_READ, s[f"WA{r}"])
+    in_flight = z3.If(z3.And(wrote, z3.Not(s[f"WA{p}"])), z3.BitVecVal(1, 8),
+                      z3.BitVecVal(0, 8))
+    return z3.And(s[f"TB{r}"] == in_flight, z3.Implies(s[f"WA{p}"], wrote))
+
+
+def _streams_conserved(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Every chunk r sent is in its send queue, on the wire, or landed at the peer, in order."""
+    p = 1 - r
+    sent = times_c(prm, s[f"SENT{r}"])
+    return z3.And(z3.ULE(z64(s[f"SQ{r}"]) + z64(s[f"WIRE{r}"]), sent),
+                  s[f"LANDED{p}"] == delivered(s, prm, r),
+                  z3.ULE(z64(s[f"QS{r}"]), transmitted(s, prm, r)),
+                  z3.ULE(z64(s[f"QR{r}"]), s[f"LANDED{r}"]),
+                  s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"])
+
+
+def _watermark_counts_reaped(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """recv_done is the last gate whose last chunk's completion was reaped; arrived is the
+    last gate whose last chunk landed; a passed gate is below both."""
+    return z3.And(s[f"RD{r}"] == div_c(prm, recvs_reaped(s, r)),
+                  s[f"ARR{r}"] == div_c(prm, s[f"LANDED{r}"]),
+                  z3.ULE(s[f"L{r}"], s[f"RD{r}"]))
+
+
+def _lockstep(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """A rank sends gate g only after the peer's gate g-1 landed, so it is at most one gate
+    ahead; while the peer holds its last gate unconsumed it cannot be ahead at all."""
+    p = 1 - r
+    dv_gates = div_c(prm, delivered(s, prm, p))
+    return z3.And(z3.ULE(s[f"SENT{r}"], dv_gates + 1),
+                  z3.ULE(s[f"L{r}"], s[f"L{p}"] + 1),
+                  z3.ULE(s[f"SENT{r}"], s[f"SENT{p}"] + 1),
+                  z3.Implies(s[f"ph{p}"] == HOLD, z3.ULE(s[f"SENT{r}"], s[f"L{p}"] + 1)),
+                  z3.Implies(s[f"SENT{r}"] != 0, s[f"WA{r}"]))
+
+
+def _completions_behind(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """The CQ is FIFO and reaped whole: a reap that reached gate g's arrival also took the
+    send completions of gate g-1, which preceded it. So at most 2C sends and 2C receives
+    wait in the CQ and at most 2C sends in the send queue."""
+    c2 = times_c(prm, z3.BitVecVal(2, 64))
+    return z3.And(z3.ULE(times_c(prm, s[f"RD{r}"]), sends_reaped(s, prm, r) + times_c(
+                      prm, z3.BitVecVal(1, 64))),
+                  z3.ULE(z64(s[f"QS{r}"]), c2), z3.ULE(z64(s[f"QR{r}"]), c2),
+                  z3.ULE(z64(s[f"SQ{r}"]), c2),
+                  z3.ULE(z64(s[f"RQ{r}"]), times_c(prm, prm["W"])))
+
+
+LEMMAS: dict[str, Callable[[State, Params], z3.BoolRef]] = {
+    "phase_shape": both(_phase_shape),
+    "seq_headroom": both(_seq_headroom),
+    "window_posted": both(_window_posted),
+    "barrier_bytes": both(_barrier_bytes),
+    "streams_conserved": both(_streams_conserved),
+    "watermark_counts_reaped": both(_watermark_counts_reaped),
+    "lockstep": both(_lockstep),
+    "completions_behind": both(_completions_behind),
+}
+
+
+# ---------------------------------------------------------------------------- regions
+@dataclass(frozen=True)
+class Condition:
+    """One assumption of a region, with the property that fails just outside it."""
+
+    name: str
+    holds: Callable[[Params], z3.BoolRef]
+    outside: Callable[[Params], z3.BoolRef]     # the boundary point just outside
+    breaks: str
+    example: dict[str, int]     # executable-spec parameters just outside, for replay
+
+
+def _c(prm: Params, k: int) -> z3.BitVecRef:
+    return z3.Extract(31, 0, times_c(prm, z3.BitVecVal(k, 64)))
+
+
+CONDITIONS: tuple[Condition, ...] = (
+    Condition("window >= 2", lambda q: z3.UGE(q["W"], 2), lambda q: q["W"] == 1,
+              "no_silent_drop", {"window": 1}),
+    Condition("rq_depth >= window*chunks",
+              lambda q: z3.UGE(z64(q["rq_depth"]), times_c(q, q["W"])),
+              lambda q: z64(q["rq_depth"]) + 1 == times_c(q, q["W"]),
+              "queue_bounds", {"rq_depth": 31}),
+    Condition("sq_depth >= 2*chunks", lambda q: z3.UGE(q["sq_depth"], _c(q, 2)),
+              lambda q: q["sq_depth"] + 1 == _c(q, 2), "queue_bounds", {"sq_depth": 3}),
+    Condition("cq_depth >= 4*chunks", lambda q: z3.UGE(q["cq_depth"], _c(q, 4)),
+              lambda q: q["cq_depth"] + 1 == _c(q, 4), "queue_bounds", {"cq_depth": 7}),
+    Condition("chain_max >= chunks", lambda q: z3.UGE(z64(q["chain_max"]), q["C"]),
+              lambda q: z64(q["chain_max"]) + 1 == q["C"], "queue_bounds", {"chain_max": 1}),
+    Condition("slot period >= 2 (gates_per_token >= 2, or 0 with n_slots >= 2)",
+              lambda q: z3.UGE(q["P"], 2), lambda q: q["P"] == 1, "slot_exclusive",
+              {"gates_per_token": 1}),
+)
+
+DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^32, depths < 2^24"
+
+
+def domain(prm: Params) -> z3.BoolRef:
+    """What every parameter value satisfies (the spec's own validation, plus sizes)."""
+    lim = 1 << 24
+    return z3.And(z3.Or(prm["C"] == 1, prm["C"] == 2), z3.UGE(prm["W"], 1),
+                  z3.ULE(prm["W"], 1 << 32), z3.UGE(prm["P"], 1), z3.ULE(prm["P"], 1 << 32),
+                  *(z3.And(z3.UGE(prm[k], 1), z3.ULT(prm[k], lim))
+                    for k in ("rq_depth", "sq_depth", "cq_depth", "chain_max")))
+
+
+def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
+           ) -> z3.BoolRef:
+    conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
+    if window_max is not None:
+        conds.append(z3.ULE(prm["W"], window_max))
+    return z3.And(domain(prm), *conds)
+
+
+def region_text(window_max: int | None = 256) -> str:
+    w = f"2 <= window <= {window_max}" if window_max else "window >= 2"
+    rest = ", ".join(c.name for c in CONDITIONS[1:])
+    return f"{w}, chunks in {{1, 2}}, {rest}"
+
+
+# ---------------------------------------------------------------------------- parameters
+def slot_period(cfg: GateConfig) -> int:
+    """Gates between two uses of one slot (the schedule is periodic with this period)."""
+    n = cfg.gates_per_token or cfg.n_slots
+    first = [cfg.slot(s) for s in range(1, n + 1)]
+    for period in range(1, n + 1):
+        if all(first[i] == first[i % period] for i in range(n)) and \
+                len(set(first[:period])) == period:
+            return period
+    return n
+
+
+def params_of(cfg: GateConfig) -> dict[str, int]:
+    return {"W": cfg.window, "C": cfg.chunks, "P": slot_period(cfg), "rq_depth": cfg.rq_depth,
+            "sq_depth": cfg.sq_depth, "cq_depth": cfg.cq_depth, "chain_max": cfg.chain_max}
+
+
+def param_terms(values: Mapping[str, int]) -> Params:
+    return {k: z3.BitVecVal(values[k], w) for k, w in PARAM_VARS.items()}
+
+
+def in_fragment(cfg: GateConfig) -> str | None:
+    """Why a configuration is outside what this model covers, or None."""
+    if cfg.qp_type != "uc":
+        return "qp_type must be uc"
+    if cfg.faults or cfg.wire_loss:
+        return "faults and wire_loss must be 0"
+    return None
+
+
+# ---------------------------------------------------------------------------- abstraction
+def _chunk_index(cfg: GateConfig, seq: int, chunk: int) -> int:
+    return cfg.chunks * (seq - 1) + chunk + 1
+
+
+def alpha(cfg: GateConfig, st: GateState) -> dict[str, Any]:
+    """The abstract values of a concrete state of the fragment (no drain, big gate or fault;
+    defined up to and including the first state an invariant rejects)."""
+    c = cfg.chunks
+    out: dict[str, Any] = {}
+    f = st.fabric
+    for r, rk in enumerate(st.ranks):
+        if rk.phase not in PHASE_CODE:
+            raise ValueError(f"rank {r} in {rk.phase}, outside the decode window fragment")
+        qp = f.qps[r]
+        is_armed = rk.window_active or rk.phase in (gs.ARM_BAR_SEND, gs.ARM_BAR_READ)
+        if qp.rq:
+            w = qp.rq[0].want
+            landed = _chunk_index(cfg, w.seq, w.chunk) - 1
+        else:
+            landed = c * (rk.last_gate_seq + cfg.window) if is_armed else 0
+        out.update({
+            f"ph{r}": PHASE_CODE[rk.phase], f"S{r}": rk.seq, f"L{r}": rk.last_gate_seq,
+            f"RD{r}": rk.recv_done, f"WA{r}": rk.window_active, f"SO{r}": rk.send_outstanding,
+            f"SENT{r}": rk.sent_seq, f"SQ{r}": len(qp.sq), f"WIRE{r}": len(f.wire[r]),
+            f"QS{r}": sum(1 for e in qp.cq if e.opcode == "send"),
+            f"QR{r}": sum(1 for e in qp.cq if e.opcode == "recv"),
+            f"RQ{r}": len(qp.rq), f"LANDED{r}": landed, f"ARR{r}": rk.arrived,
+            f"TB{r}": len(f.tcp[r]), f"OVF{r}": qp.cq_overflow})
+    g = st.ghost
+    out.update({"dropped": bool(g.drops), "misaligned": bool(g.misaligned),
+                "clobbered": bool(g.clobbered), "stale": bool(g.stale),
+                "out_of_order": bool(g.order), "long_chain": bool(g.long_chains)})
+    return out
+
+
+def reap_choice(st: GateState, r: int) -> dict[str, int]:
+    """How many send and receive completions the spec's reap takes (the first 16)."""
+    got = st.fabric.qps[r].cq[:POLL_BATCH]
+    ks = sum(1 for e in got if e.opcode == "send")
+    return {f"ks{r}": ks, f"kr{r}": len(got) - ks}
+
+
+def value_terms(values: Mapping[str, Any], like: Mapping[str, z3.ExprRef]
+                ) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    pairs = []
+    for k, v in values.items():
+        sym = like[k]
+        val = z3.BoolVal(bool(v)) if z3.is_bool(sym) else z3.BitVecVal(v, sym.size())
+        pairs.append((sym, val))
+    return pairs
+
+
+def evaluate(term: z3.ExprRef, pairs: list[tuple[z3.ExprRef, z3.ExprRef]]) -> bool:
+    """Truth of a term once every variable is replaced by a value."""
+    val = z3.simplify(z3.substitute(term, *pairs))
+    if z3.is_true(val):
+        return True
+    if z3.is_false(val):
+        return False
+    solver = z3.Solver()
+    solver.add(val)
+    return solver.check() == z3.sat
+
+
+# ---------------------------------------------------------------------------- induction
+@dataclass(frozen=True)
+class Obligation:
+    name: str
+    verdict: str        # "proved" | "inconclusive"
+    seconds: float
+    detail: str = ""
+
+
+def _model_text(model: z3.ModelRef, s: State, t: State | None = None) -> str:
+    def show(st: State) -> str:
+        parts = []
+        for k, v in st.items():
+            val = model.eval(v, model_completion=True)
+            if z3.is_true(val) or (not z3.is_bool(val) and val.as_long() != 0):
+                parts.append(f"{k}={val}")
+        return " ".join(parts)
+
+    text = f"pre: {show(s)}"
+    if t is not None:
+        text += f"; post: {show(t)}"
+    return text
+
+
+def induction(prm: Params, assume: z3.BoolRef, names: Iterable[str] | None = None,
+              timeout_ms: int = 120_000) -> list[Obligation]:
+    """Base and consecution of every named invariant, each relative to all of them (the
+    conjunction of properties and strengthening lemmas is what is shown inductive)."""
+    allinv = {**PROPERTIES, **LEMMAS}
+    names = list(names or allinv)
+    s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
+    base = z3.Solver()
+    base.set("timeout", timeout_ms)
+    base.add(assume, initial(s))
+    step = z3.Solver()
+    step.set("timeout", timeout_ms)
+    step.add(assume, *(inv(s, prm) for inv in allinv.values()), transition(s, t, prm, ch))
+    out = []
+    for name in names:
+        t0 = time.perf_counter()
+        verdict, detail = "proved", ""
+        for label, solver, st, pre in (("base", base, s, None), ("consecution", step, t, s)):
+            solver.push()
+            solver.add(z3.Not(allinv[name](st, prm)))
+            res = solver.check()
+            if res == z3.sat:
+                m = solver.model()
+                which = _which_action(m, s, t, prm, ch) if pre is not None else "initial"
+                verdict = "inconclusive"
+                detail = (f"{label} fails (counterexample to induction, via {which}): "
+                          f"{_model_text(m, pre or st, t if pre is not None else None)}")
+            elif res == z3.unknown:
+                verdict, detail = "inconclusive", f"{label}: solver {solver.reason_unknown()}"
+            solver.pop()
+            if verdict != "proved":
+                break
+        out.append(Obligation(name, verdict, time.perf_counter() - t0, detail))
+    return out
+
+
+def _which_action(m: z3.ModelRef, s: State, t: State, prm: Params, ch: dict) -> str:
+    for a in ACTIONS:
+        for r in (0, 1):
+            if z3.is_true(m.eval(move(a, r, s, t, prm, ch), model_completion=True)):
+                return f"{a}({r})"
+    return "?"
+
+
+# ---------------------------------------------------------------------------- BMC
+@dataclass(frozen=True)
+class Counterexample:
+    prop: str
+    depth: int
+    moves: list[tuple[str, int]]    # (action, rank or source)
+    seconds: float
+
+
+def bmc(prm: Params, assume: z3.BoolRef, prop: str, max_depth: int = 60,
+        timeout_ms: int = 300_000) -> Counterexample | None:
+    """Shortest run of the abstract model that breaks ``prop`` (incremental unrolling)."""
+    t0 = time.perf_counter()
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    states = [fresh_state("b0")]
+    solver.add(assume, initial(states[0]))
+    acts = []
+    for k in range(max_depth + 1):
+        solver.push()
+        solver.add(z3.Not(PROPERTIES[prop](states[k], prm)))
+        if solver.check() == z3.sat:
+            m = solver.model()
+            moves = [options[m.eval(sel, model_completion=True).as_long()]
+                     for sel, options in acts]
+            return Counterexample(prop, k, moves, time.perf_counter() - t0)
+        solver.pop()
+        nxt, ch = fresh_state(f"b{k + 1}"), fresh_choice(f"b{k}")
+        options = [(a, r) for a in ACTIONS for r in (0, 1)]
+        sel = z3.BitVec(f"act@{k}", 8)
+        solver.add(z3.ULT(sel, len(options)))
+        for i, (a, r) in enumerate(options):
+            solver.add(z3.Implies(sel == i, move(a, r, states[k], nxt, prm, ch)))
+        # properties other than the target hold on the way (a shortest run of this one)
+        for name, inv in PROPERTIES.items():
+            if name != prop:
+                solver.add(inv(states[k], prm))
+        states.append(nxt)
+        acts.append((sel, options))
+    return None
