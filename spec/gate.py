@@ -336,7 +336,7 @@ class GateSpec:
         polled = tuple(CQEView(c.opcode, c.wr_id, c.status, c.byte_len) for c in got)
         for c in got:
             if c.status != fb.ST_OK:
-                s = self._put(s, r, **_fields(rk))
+                s = replace(s, ranks=set_rank(s, r, rk))     # keep what was reaped
                 return self._fail(s, r, f"rdma completion error: {c.status} "
                                         f"({c.opcode} wr_id {c.wr_id:#x})", polled=polled)
             if c.opcode == "send":
@@ -354,11 +354,11 @@ class GateSpec:
             if rk.phase == BIG_XFER:
                 idx = c.wr_id & ~TAG_MASK
                 if not c.wr_id & TAG_BULK or idx >= rk.big_win or idx in rk.big_recvd:
-                    s = self._put(s, r, **_fields(rk))
+                    s = replace(s, ranks=set_rank(s, r, rk))     # keep what was reaped
                     return self._fail(s, r, f"duplicate or invalid big gate completion {idx}",
                                       polled=polled)
                 if c.byte_len != self.cfg.max_msg:
-                    s = self._put(s, r, **_fields(rk))
+                    s = replace(s, ranks=set_rank(s, r, rk))     # keep what was reaped
                     return self._fail(s, r, f"big gate chunk {idx} received {c.byte_len} bytes, "
                                             f"expected {self.cfg.max_msg}", polled=polled)
                 rk = replace(rk, big_recvd=rk.big_recvd | {idx})
@@ -669,12 +669,6 @@ class GateSpec:
         if msg is None:
             msg = f"peer closed the TCP channel during {TCP_READ_PHASES[rk.phase]}"
         return self._fail(s, r, msg)
-
-
-def _fields(rk: Rank) -> dict:
-    return {"recv_done": rk.recv_done, "send_outstanding": rk.send_outstanding,
-            "drain_recvs": rk.drain_recvs, "drain_sends": rk.drain_sends,
-            "big_recvd": rk.big_recvd, "big_send_done": rk.big_send_done}
 
 
 def _describe(item: TcpItem) -> str:
