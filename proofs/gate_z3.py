@@ -319,13 +319,16 @@ def _phase_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
         z3.ULE(ph, HOLD),
         z3.If(opening, S == L + 1, S == L),
         z3.Implies(ph_in(s, r, INIT, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ), L == 0),
+        z3.Implies(ph == HOLD, L != 0),
         s[f"WA{r}"] == z3.Or(ph_in(s, r, SEND, WAIT, HOLD), z3.And(ph == IDLE, L != 0)),
         s[f"SENT{r}"] == z3.If(ph == WAIT, S, L))
 
 
 def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
     """Sequence numbers stay below the tag bits, so no 64-bit sum wraps."""
-    return z3.And(z3.ULT(s[f"S{r}"] + prm["W"], SEQ_LIMIT), z3.ULE(s[f"L{r}"], s[f"S{r}"]))
+    below = [z3.ULT(s[f"{v}{r}"], SEQ_LIMIT) for v in ("S", "L", "RD", "ARR", "SENT")]
+    return z3.And(*below, z3.ULT(s[f"S{r}"] + prm["W"], SEQ_LIMIT),
+                  z3.ULT(s[f"LANDED{r}"], 2 * SEQ_LIMIT), z3.ULE(s[f"L{r}"], s[f"S{r}"]))
 
 
 def _window_posted(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -426,7 +429,8 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("sq_depth >= 2*chunks", lambda q: z3.UGE(q["sq_depth"], _c(q, 2)),
               lambda q: q["sq_depth"] + 1 == _c(q, 2), "queue_bounds", {"sq_depth": 3}),
     Condition("cq_depth >= 4*chunks", lambda q: z3.UGE(q["cq_depth"], _c(q, 4)),
-              lambda q: q["cq_depth"] + 1 == _c(q, 4), "queue_bounds", {"cq_depth": 7}),
+              lambda q: q["cq_depth"] + 1 == _c(q, 4), "queue_bounds",
+              {"window": 2, "cq_depth": 7}),
     Condition("chain_max >= chunks", lambda q: z3.UGE(z64(q["chain_max"]), q["C"]),
               lambda q: z64(q["chain_max"]) + 1 == q["C"], "queue_bounds", {"chain_max": 1}),
     Condition("slot period >= 2 (gates_per_token >= 2, or 0 with n_slots >= 2)",
@@ -434,14 +438,14 @@ CONDITIONS: tuple[Condition, ...] = (
               {"gates_per_token": 1}),
 )
 
-DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^32, depths < 2^24"
+DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^20, depths < 2^24"
 
 
 def domain(prm: Params) -> z3.BoolRef:
     """What every parameter value satisfies (the spec's own validation, plus sizes)."""
     lim = 1 << 24
     return z3.And(z3.Or(prm["C"] == 1, prm["C"] == 2), z3.UGE(prm["W"], 1),
-                  z3.ULE(prm["W"], 1 << 32), z3.UGE(prm["P"], 1), z3.ULE(prm["P"], 1 << 32),
+                  z3.ULE(prm["W"], 1 << 20), z3.UGE(prm["P"], 1), z3.ULE(prm["P"], 1 << 32),
                   *(z3.And(z3.UGE(prm[k], 1), z3.ULT(prm[k], lim))
                     for k in ("rq_depth", "sq_depth", "cq_depth", "chain_max")))
 
@@ -579,87 +583,293 @@ def _model_text(model: z3.ModelRef, s: State, t: State | None = None) -> str:
     return text
 
 
-def induction(prm: Params, assume: z3.BoolRef, names: Iterable[str] | None = None,
-              timeout_ms: int = 120_000) -> list[Obligation]:
+ALL_INVARIANTS: dict[str, Callable[[State, Params], z3.BoolRef]] = {**PROPERTIES, **LEMMAS}
+
+
+def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
+              names: Iterable[str] | None = None, timeout_ms: int = 120_000,
+              chunks: Iterable[int] = (1, 2)) -> list[Obligation]:
     """Base and consecution of every named invariant, each relative to all of them (the
-    conjunction of properties and strengthening lemmas is what is shown inductive)."""
-    allinv = {**PROPERTIES, **LEMMAS}
-    names = list(names or allinv)
+    conjunction of properties and strengthening lemmas is what is shown inductive).
+
+    Consecution is split by chunk count (C is 1 or 2: fixing it turns x*C and x/C into shifts)
+    and by action, one solver per (C, action, rank) queried once per invariant."""
+    names = list(names or ALL_INVARIANTS)
+    spent = dict.fromkeys(names, 0.0)
+    failed: dict[str, str] = {}
     s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
-    base = z3.Solver()
-    base.set("timeout", timeout_ms)
-    base.add(assume, initial(s))
-    step = z3.Solver()
-    step.set("timeout", timeout_ms)
-    step.add(assume, *(inv(s, prm) for inv in allinv.values()), transition(s, t, prm, ch))
-    out = []
-    for name in names:
-        t0 = time.perf_counter()
-        verdict, detail = "proved", ""
-        for label, solver, st, pre in (("base", base, s, None), ("consecution", step, t, s)):
-            solver.push()
-            solver.add(z3.Not(allinv[name](st, prm)))
-            res = solver.check()
-            if res == z3.sat:
-                m = solver.model()
-                which = _which_action(m, s, t, prm, ch) if pre is not None else "initial"
-                verdict = "inconclusive"
-                detail = (f"{label} fails (counterexample to induction, via {which}): "
-                          f"{_model_text(m, pre or st, t if pre is not None else None)}")
-            elif res == z3.unknown:
-                verdict, detail = "inconclusive", f"{label}: solver {solver.reason_unknown()}"
-            solver.pop()
-            if verdict != "proved":
-                break
-        out.append(Obligation(name, verdict, time.perf_counter() - t0, detail))
-    return out
-
-
-def _which_action(m: z3.ModelRef, s: State, t: State, prm: Params, ch: dict) -> str:
-    for a in ACTIONS:
-        for r in (0, 1):
-            if z3.is_true(m.eval(move(a, r, s, t, prm, ch), model_completion=True)):
-                return f"{a}({r})"
-    return "?"
+    for c in chunks:
+        q = {**prm, "C": z3.BitVecVal(c, 64)}
+        solvers = [("base", "initial", [assume(q), initial(s)])]
+        inv_s = [inv(s, q) for inv in ALL_INVARIANTS.values()]
+        for a in ACTIONS:
+            for r in (0, 1):
+                solvers.append(("consecution", f"{a}({r})",
+                                [assume(q), *inv_s, move(a, r, s, t, q, ch)]))
+        for label, via, facts in solvers:
+            solver = z3.Solver()
+            solver.set("timeout", timeout_ms)
+            solver.add(*facts)
+            post = s if label == "base" else t
+            for name in names:
+                if name in failed:
+                    continue
+                t0 = time.perf_counter()
+                solver.push()
+                solver.add(z3.Not(ALL_INVARIANTS[name](post, q)))
+                res = solver.check()
+                if res == z3.sat:
+                    m = solver.model()
+                    failed[name] = (f"{label} fails via {via}, chunks={c} (counterexample to "
+                                    f"induction): "
+                                    f"{_model_text(m, s, t if label != 'base' else None)}")
+                elif res == z3.unknown:
+                    failed[name] = f"{label} via {via}, chunks={c}: {solver.reason_unknown()}"
+                solver.pop()
+                spent[name] += time.perf_counter() - t0
+    return [Obligation(n, "inconclusive" if n in failed else "proved", spent[n],
+                       failed.get(n, "")) for n in names]
 
 
 # ---------------------------------------------------------------------------- BMC
 @dataclass(frozen=True)
 class Counterexample:
     prop: str
-    depth: int
-    moves: list[tuple[str, int]]    # (action, rank or source)
+    depth: int                      # moves in the run (stutters removed)
+    bound: int                      # the unrolling that found it: no run is shorter than
+    moves: list[tuple[str, int]]    # the previous rung; (action, rank or source)
     seconds: float
 
 
-def bmc(prm: Params, assume: z3.BoolRef, prop: str, max_depth: int = 60,
-        timeout_ms: int = 300_000) -> Counterexample | None:
-    """Shortest run of the abstract model that breaks ``prop`` (incremental unrolling)."""
+RUNGS = (4, 8, 16)     # deeper unrollings took minutes on this machine (see docs)
+
+
+def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS,
+        timeout_ms: int = 60_000) -> Counterexample | None:
+    """A run of the abstract model that breaks ``prop`` while the other properties hold on the
+    way, searched at increasing unrollings. Each step may stutter, so an unrolling of k finds
+    every run of at most k moves and an unsat rung proves none is that short. Each rung is a
+    fresh QF_BV query: bit-blasting the whole unrolling at once was an order of magnitude faster
+    here than z3's incremental mode."""
     t0 = time.perf_counter()
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
-    states = [fresh_state("b0")]
-    solver.add(assume, initial(states[0]))
-    acts = []
-    for k in range(max_depth + 1):
-        solver.push()
+    options = [(a, r) for a in ACTIONS for r in (0, 1)]
+    for k in rungs:
+        solver = z3.SolverFor("QF_BV")
+        solver.set("timeout", timeout_ms)
+        states = [fresh_state("b0")]
+        solver.add(assume, initial(states[0]))
+        sels = []
+        for i in range(k):
+            nxt, ch = fresh_state(f"b{i + 1}"), fresh_choice(f"b{i}")
+            sel = z3.BitVec(f"act@{i}", 8)
+            stutter = z3.And([nxt[v] == states[i][v] for v in nxt])
+            solver.add(z3.ULE(sel, len(options)), z3.Implies(sel == len(options), stutter))
+            for j, (a, r) in enumerate(options):
+                solver.add(z3.Implies(sel == j, move(a, r, states[i], nxt, prm, ch)))
+            for name, inv in PROPERTIES.items():
+                if name != prop:
+                    solver.add(inv(states[i], prm))
+            states.append(nxt)
+            sels.append(sel)
         solver.add(z3.Not(PROPERTIES[prop](states[k], prm)))
-        if solver.check() == z3.sat:
+        res = solver.check()
+        if res == z3.sat:
             m = solver.model()
-            moves = [options[m.eval(sel, model_completion=True).as_long()]
-                     for sel, options in acts]
-            return Counterexample(prop, k, moves, time.perf_counter() - t0)
-        solver.pop()
-        nxt, ch = fresh_state(f"b{k + 1}"), fresh_choice(f"b{k}")
-        options = [(a, r) for a in ACTIONS for r in (0, 1)]
-        sel = z3.BitVec(f"act@{k}", 8)
-        solver.add(z3.ULT(sel, len(options)))
-        for i, (a, r) in enumerate(options):
-            solver.add(z3.Implies(sel == i, move(a, r, states[k], nxt, prm, ch)))
-        # properties other than the target hold on the way (a shortest run of this one)
-        for name, inv in PROPERTIES.items():
-            if name != prop:
-                solver.add(inv(states[k], prm))
-        states.append(nxt)
-        acts.append((sel, options))
+            picks = [m.eval(sel, model_completion=True).as_long() for sel in sels]
+            moves = [options[j] for j in picks if j < len(options)]
+            return Counterexample(prop, len(moves), k, moves, time.perf_counter() - t0)
+        if res == z3.unknown:
+            return None
     return None
+
+
+# ---------------------------------------------------------------------------- confirmation
+def replay_on_spec(system: Any, moves: list[tuple[str, int]]) -> tuple[str, str] | None:
+    """Run the abstract counterexample's moves on the executable spec; return the invariant it
+    breaks there and the spec's message, or None if the run does not break one."""
+    from verbspec.spec.lts import InvariantViolation, action_table, run_step, start_trace
+
+    table = action_table(system)
+    trace = start_trace(system)
+    try:
+        for name, r in moves:
+            act = table[name]
+            args = next((a for a in act.enabled(trace.steps[-1].state) if a[0] == r), None)
+            if args is None:
+                return None
+            run_step(system, trace, act, args)
+    except InvariantViolation as e:
+        return e.invariant, e.message
+    return None
+
+
+def _moves_text(moves: list[tuple[str, int]]) -> str:
+    return ", ".join(f"{a}({r})" for a, r in moves)
+
+
+# ---------------------------------------------------------------------------- entry points
+def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterable[int],
+            timeout_ms: int = 120_000, progress: Callable[[str], None] | None = None
+            ) -> dict[str, Obligation]:
+    """The largest subset of the named invariants that is inductive on its own: drop every
+    invariant whose base or consecution fails, and repeat relative to those left."""
+    keep = list(ALL_INVARIANTS)
+    dropped: dict[str, Obligation] = {}
+    spent = dict.fromkeys(keep, 0.0)
+    while True:
+        obs = induction(prm, assume, keep, timeout_ms, tuple(chunks))
+        for o in obs:
+            spent[o.name] += o.seconds
+        bad = [o for o in obs if o.verdict != "proved"]
+        for o in bad:
+            dropped[o.name] = Obligation(o.name, o.verdict, spent[o.name], o.detail)
+            if progress:
+                progress(f"{o.name}: not inductive here, dropped")
+        if not bad:
+            done = {o.name: Obligation(o.name, "proved", spent[o.name]) for o in obs}
+            return {**done, **dropped}
+        keep = [n for n in keep if n not in dropped]
+
+
+def prove_fragment(values: dict, *, progress: Callable[[str], None] | None = None
+                   ) -> list[Result]:
+    """Induction proofs of the decode window fragment for the given parameter values (missing
+    ones take their defaults). A property whose proof fails is searched for a shortest
+    counterexample on the model, replayed on the executable spec: 'violated' only when the spec
+    breaks the same invariant; otherwise 'inconclusive' with the counterexample to induction."""
+    from verbspec.spec.gate_system import build
+
+    system = build({**values, "faults": 0, "wire_loss": 0})
+    cfg = system.params
+    bound = f"parameters as given, {FRAGMENT}"
+    outside = None if cfg.qp_type == "uc" else "qp_type=rc is outside the fragment (UC only)"
+    if outside:
+        return [Result(n, "gate", "prove", "inconclusive", bound, 0.0, None, outside)
+                for n in PROPERTIES]
+    prm = param_terms(params_of(cfg))
+    found = houdini(prm, domain, (cfg.chunks,), progress=progress)
+    lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
+    out = []
+    for name in PROPERTIES:
+        ob = found[name]
+        if ob.verdict == "proved":
+            out.append(Result(name, "gate", "prove", "proved", bound, ob.seconds, None,
+                              "base and consecution; strengthening invariants: "
+                              + ", ".join(lemmas)))
+            continue
+        t0 = time.perf_counter()
+        verdict, detail = "inconclusive", ob.detail
+        spec = spec_counterexample(values, name)
+        if spec is not None and spec[1]:
+            verdict = "violated"
+            detail = (f"shortest fault-free run of the spec, {spec[0]} moves, every step a step "
+                      f"of the model: {spec[2]}")
+        out.append(Result(name, "gate", "prove", verdict, bound,
+                          ob.seconds + time.perf_counter() - t0, None, detail))
+        if progress:
+            progress(f"{name}: {verdict}")
+    return out
+
+
+class FragmentSystem:
+    """The executable spec restricted to the fragment's actions (no big gate, no fault)."""
+
+    def __init__(self, system: Any):
+        self._system = system
+        self.protocol, self.params = system.protocol, system.params
+        self.actions = tuple(a for a in system.actions if a.name in ACTIONS)
+        self.invariants = system.invariants
+
+    def initial(self) -> GateState:
+        return self._system.initial()
+
+    def done(self, state: GateState) -> bool:
+        return self._system.done(state)
+
+    def param_dict(self) -> dict[str, Any]:
+        return self._system.param_dict()
+
+
+def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str, int]]
+                 ) -> bool:
+    """Each step of a spec run, seen through alpha, is a step of the model."""
+    prm = fresh_params()
+    ppairs = value_terms(params_of(cfg), prm)
+    s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
+    for pre, post, (name, r) in zip(states[:-1], states[1:], moves, strict=True):
+        choice = {k: 0 for k in ch}
+        if name == "reap":
+            choice.update(reap_choice(pre, r))
+        pairs = (value_terms(alpha(cfg, pre), s) + value_terms(alpha(cfg, post), t)
+                 + ppairs + value_terms(choice, ch))
+        if not evaluate(move(name, r, s, t, prm, ch), pairs):
+            return False
+    return True
+
+
+def spec_counterexample(values: Mapping[str, Any], prop: str, depth: int = 40,
+                        max_states: int = 300_000) -> tuple[int, bool, str] | None:
+    """Shortest fault-free run of the executable spec (fragment actions) breaking ``prop``,
+    and whether the model admits every step of it: (moves, admitted, the spec's message)."""
+    from verbspec.proofs.search import bounded_search
+    from verbspec.spec.gate_system import build
+
+    system = FragmentSystem(build({**values, "faults": 0, "ops": 8}))
+    res = bounded_search(system, depth=depth, target=prop, faults=False,
+                         max_states=max_states)
+    if res.trace is None:
+        return None
+    steps = res.trace.steps
+    moves = [(st.action, next(iter(st.args.values()))) for st in steps[1:]]
+    ok = model_admits(system.params, [st.state for st in steps], moves)
+    return len(moves), ok, res.trace.message or ""
+
+
+@dataclass(frozen=True)
+class RegionRow:
+    invariant: str
+    region: str
+    verdict: str
+    seconds: float
+    counterexample: str = ""    # for a necessary condition: the run just outside it
+
+
+def region_table(*, window_max: int | None = 256,
+                 progress: Callable[[str], None] | None = None) -> list[RegionRow]:
+    """Every invariant over the whole region (symbolic window, chunks, depths, slot period),
+    then, for each condition of the region, a counterexample just outside it: the shortest run
+    of the executable spec (breadth-first) that breaks the property the condition guards, with
+    every step checked against the model; and, where the run is short enough for the model's
+    own BMC rungs, the model's run replayed on the spec."""
+    from verbspec.spec.gate_system import build
+
+    prm = fresh_params()
+    text = region_text(window_max)
+    found = houdini(prm, lambda q: region(q, window_max=window_max), (1, 2),
+                    progress=progress)
+    rows = [RegionRow(n, text, found[n].verdict, found[n].seconds)
+            for n in (*PROPERTIES, *LEMMAS)]
+    for cond in CONDITIONS:
+        t0 = time.perf_counter()
+        where = f"outside: not ({cond.name}), e.g. {cond.example}"
+        spec = spec_counterexample(cond.example, cond.breaks)
+        notes, verdict = [], "inconclusive"
+        if spec is not None:
+            n, admitted, message = spec
+            notes.append(f"spec: shortest run {n} moves: {message}; model admits every step: "
+                         f"{admitted}")
+            verdict = "violated" if admitted else "inconclusive"
+        system = build({**cond.example, "faults": 0})
+        point = param_terms(params_of(system.params))
+        ce = bmc(point, domain(point), cond.breaks)
+        if ce is not None:
+            hit = replay_on_spec(system, ce.moves)
+            notes.append(f"model BMC: run of {ce.depth} moves (unrolling {ce.bound}), on the "
+                         f"spec: {hit[1] if hit else 'not confirmed'}")
+        else:
+            notes.append(f"model BMC: none within {RUNGS[-1]} steps / solver budget")
+        rows.append(RegionRow(cond.breaks, where, verdict, time.perf_counter() - t0,
+                              "; ".join(notes)))
+        if progress:
+            progress(f"{cond.name}: {verdict}")
+    return rows
