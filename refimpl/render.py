@@ -13,7 +13,6 @@ Standard library only: the output is plain SVG 1.1 text.
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 from collections import deque
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from verbspec.spec.itf import TraceFormatError, decode_states
+from verbspec.spec.itf import TraceFormatError, decode_states, load_json
 
 EXIT_OK, EXIT_INPUT = 0, 3
 
@@ -656,18 +655,8 @@ def render_html(doc: dict, title: str = "verbspec trace") -> str:
             f"</title></head>\n<body style=\"margin:0\">\n{render_svg(doc)}</body></html>\n")
 
 
-def load(path: Path) -> dict:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceFormatError(f"{path}: cannot read: {e}") from None
-    except json.JSONDecodeError as e:
-        raise TraceFormatError(f"{path}: not JSON: {e}") from None
-    return doc
-
-
 def render_file(path: Path, out: Path, html: bool = False) -> None:
-    doc = load(path)
+    doc = load_json(path)
     text = render_html(doc, Path(path).name) if html else render_svg(doc)
     Path(out).write_text(text)
 

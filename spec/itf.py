@@ -136,14 +136,18 @@ def decode_states(doc: Any) -> tuple[dict[str, Any], list[tuple[str, dict, dict]
     return decode(meta, "$.#meta"), out
 
 
-def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
-    """Read an ITF trace written by verbspec: its ``#meta`` and its (action, args) moves after
-    the initial state. Raises TraceFormatError naming the JSON path of any problem."""
+def load_json(path: Path) -> Any:
+    """A trace file's JSON; TraceFormatError when it cannot be read or parsed."""
     try:
-        doc = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError) as e:
         raise TraceFormatError(f"{path}: cannot read: {e}") from None
     except json.JSONDecodeError as e:
         raise TraceFormatError(f"{path}: not JSON: {e}") from None
-    meta, states = decode_states(doc)
+
+
+def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """Read an ITF trace written by verbspec: its ``#meta`` and its (action, args) moves after
+    the initial state. Raises TraceFormatError naming the JSON path of any problem."""
+    meta, states = decode_states(load_json(path))
     return meta, [(action, args) for action, args, _ in states[1:]]
