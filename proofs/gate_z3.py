@@ -1,8 +1,11 @@
-"""Induction proofs for the gate protocol's decode window, fault-free, over parameter regions.
+"""Induction proofs of the gate protocol for decode-only workloads, over parameter regions.
 
-The fragment: both ranks after setup, arming (post the window, cross the 0xD1 barrier), then
-decode gates (gate_send, transmit, deliver on UC, reap, gate_done reposting seq + window,
-consume), with no drain, no big gate and no faults.
+The scope: two ranks over UC running a workload of ``ops`` decode gates each (big_gates=0),
+without faults: setup, arming (post the window, cross the 0xD1 barrier), then decode gates
+(gate_send, transmit, deliver, reap, gate_done reposting seq + window, consume). Drain and
+big-gate windows only follow a big gate, so they are outside; so are faults and RC. All nine
+invariants of the gate system are proved here, no_deadlock as a consequence of the inductive
+invariant.
 
 The model is a counter abstraction of :mod:`verbspec.spec.gate`. Per rank r (peer p) it keeps the
 protocol's own variables at their real widths (``recv_done``, ``last_gate_seq``, the gate in
@@ -17,24 +20,25 @@ positions. Ghost flags record the events the invariants forbid, as the spec's Gh
 
 The model is written separately from the spec; tests/test_gate_z3.py replays random runs of the
 executable spec through :func:`alpha` and checks every step against :func:`move` and every
-invariant verdict against :func:`invariant_holds`.
+invariant verdict against the model's property of the same name (PROPERTIES, CONSEQUENCES).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import z3
 
-from verbspec.proofs.report import Result
+from verbspec.proofs.report import Result, trace_name
 from verbspec.spec import gate_state as gs
 from verbspec.spec.gate_params import GateConfig
 from verbspec.spec.gate_state import GateState
+from verbspec.spec.lts import Trace
 
-FRAGMENT = "decode window fragment"
 POLL_BATCH = 16
 SEQ_LIMIT = 1 << 62     # wr_id bits 62 and 63 are tags (TAG_WARM, TAG_BULK): seq stays below
 
@@ -50,9 +54,11 @@ RANK_VARS: dict[str, int] = {
 }
 # ghost flags of the whole system, one per forbidden event (the spec's Ghost records)
 FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_chain")
-# parameters: W window, C chunks, P slot period (gates between two uses of a slot)
+# parameters: W window, C chunks, P slot period (gates between two uses of a slot), OPS the
+# workload (gates each rank calls)
 PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_depth": 32,
-                              "cq_depth": 32, "chain_max": 32}
+                              "cq_depth": 32, "chain_max": 32, "OPS": 64}
+OPS_LIMIT = 1 << 61     # workloads below this keep seq + window clear of the tag bits
 
 ACTIONS = ("setup", "call_gate", "arm_post", "barrier_write", "barrier_read", "gate_send",
            "transmit", "deliver", "reap", "gate_done", "consume")
@@ -167,9 +173,8 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
         first_pending = div_c(prm, transmitted(s, prm, r)) + 1
         busy = z3.And(s[f"SQ{r}"] != 0, z3.UGT(seq, prm["P"]),
                       z3.UGE(seq - prm["P"], first_pending))
-        return Move(z3.And(s[f"ph{r}"] == IDLE,
-                           # no run gets near the tag bits; the spec ignores such wr_ids
-                           z3.ULT(seq + prm["W"], SEQ_LIMIT)),
+        # in IDLE the rank has consumed L gates; the workload allows OPS
+        return Move(z3.And(s[f"ph{r}"] == IDLE, z3.ULT(s[f"L{r}"], prm["OPS"])),
                     {f"S{r}": seq, "clobbered": z3.Or(s["clobbered"], busy),
                      f"ph{r}": z3.If(s[f"WA{r}"], z3.BitVecVal(SEND, 8),
                                      z3.BitVecVal(ARM_POST, 8))})
@@ -307,6 +312,37 @@ PROPERTIES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
     "send_accounting": both(_send_accounting),
     "queue_bounds": both(_queue_bounds),
     "gate_order": lambda s, prm: z3.Not(s["out_of_order"]),
+    # no big-gate phase exists in the decode-only workload the model covers, and every posted
+    # receive is a decode receive: the property is that every phase is a decode-window one
+    "mode_exclusive": both(lambda s, prm, r: z3.ULE(s[f"ph{r}"], HOLD)),
+}
+
+
+def done(s: State, prm: Params) -> z3.BoolRef:
+    """Both ranks idle with the workload called (the spec's GateSystem.done)."""
+    return z3.And([z3.And(s[f"ph{r}"] == IDLE, z3.UGE(s[f"L{r}"], prm["OPS"])) for r in (0, 1)])
+
+
+def reap_witness(s: State, r: int) -> dict[str, z3.ExprRef]:
+    """A split of one poll between send and receive completions that always exists."""
+    n = umin(cq_used(s, r), z3.BitVecVal(POLL_BATCH, 32))
+    ks = umin(s[f"QS{r}"], n)
+    return {f"ks{r}": ks, f"kr{r}": n - ks}
+
+
+def can_progress(s: State, prm: Params) -> z3.BoolRef:
+    """Some action of the model is enabled (every one of them is a progress action)."""
+    guards = []
+    for r in (0, 1):
+        choice = {**reap_witness(s, 0), **reap_witness(s, 1)}
+        guards += [action_move(a, r, s, prm, choice).guard for a in ACTIONS]
+    return z3.Or(guards)
+
+
+# Properties that follow from the inductive invariant in every state it admits (not proved by
+# consecution of their own): the fault-free no_deadlock.
+CONSEQUENCES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
+    "no_deadlock": lambda s, prm: z3.Or(done(s, prm), can_progress(s, prm)),
 }
 
 
@@ -325,10 +361,12 @@ def _phase_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
 
 
 def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Sequence numbers stay below the tag bits, so no 64-bit sum wraps."""
+    """Sequence numbers stay within the workload, below the tag bits, so no 64-bit sum
+    wraps."""
     below = [z3.ULT(s[f"{v}{r}"], SEQ_LIMIT) for v in ("S", "L", "RD", "ARR", "SENT")]
     return z3.And(*below, z3.ULT(s[f"S{r}"] + prm["W"], SEQ_LIMIT),
-                  z3.ULT(s[f"LANDED{r}"], 2 * SEQ_LIMIT), z3.ULE(s[f"L{r}"], s[f"S{r}"]))
+                  z3.ULT(s[f"LANDED{r}"], 2 * SEQ_LIMIT), z3.ULE(s[f"L{r}"], s[f"S{r}"]),
+                  z3.ULE(s[f"S{r}"], prm["OPS"]))
 
 
 def _window_posted(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -438,7 +476,7 @@ CONDITIONS: tuple[Condition, ...] = (
               {"gates_per_token": 1}),
 )
 
-DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^20, depths < 2^24"
+DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^20, depths < 2^24, 1 <= ops < 2^61"
 
 
 def domain(prm: Params) -> z3.BoolRef:
@@ -446,6 +484,7 @@ def domain(prm: Params) -> z3.BoolRef:
     lim = 1 << 24
     return z3.And(z3.Or(prm["C"] == 1, prm["C"] == 2), z3.UGE(prm["W"], 1),
                   z3.ULE(prm["W"], 1 << 20), z3.UGE(prm["P"], 1), z3.ULE(prm["P"], 1 << 32),
+                  z3.UGE(prm["OPS"], 1), z3.ULT(prm["OPS"], OPS_LIMIT),
                   *(z3.And(z3.UGE(prm[k], 1), z3.ULT(prm[k], lim))
                     for k in ("rq_depth", "sq_depth", "cq_depth", "chain_max")))
 
@@ -461,7 +500,7 @@ def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
 def region_text(window_max: int | None = 256) -> str:
     w = f"2 <= window <= {window_max}" if window_max else "window >= 2"
     rest = ", ".join(c.name for c in CONDITIONS[1:])
-    return f"{w}, chunks in {{1, 2}}, {rest}"
+    return f"{w}, chunks in {{1, 2}}, {rest}, any workload (ops < 2^61)"
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -478,20 +517,12 @@ def slot_period(cfg: GateConfig) -> int:
 
 def params_of(cfg: GateConfig) -> dict[str, int]:
     return {"W": cfg.window, "C": cfg.chunks, "P": slot_period(cfg), "rq_depth": cfg.rq_depth,
-            "sq_depth": cfg.sq_depth, "cq_depth": cfg.cq_depth, "chain_max": cfg.chain_max}
+            "sq_depth": cfg.sq_depth, "cq_depth": cfg.cq_depth, "chain_max": cfg.chain_max,
+            "OPS": cfg.ops}
 
 
 def param_terms(values: Mapping[str, int]) -> Params:
     return {k: z3.BitVecVal(values[k], w) for k, w in PARAM_VARS.items()}
-
-
-def in_fragment(cfg: GateConfig) -> str | None:
-    """Why a configuration is outside what this model covers, or None."""
-    if cfg.qp_type != "uc":
-        return "qp_type must be uc"
-    if cfg.faults or cfg.wire_loss:
-        return "faults and wire_loss must be 0"
-    return None
 
 
 # ---------------------------------------------------------------------------- abstraction
@@ -586,14 +617,47 @@ def _model_text(model: z3.ModelRef, s: State, t: State | None = None) -> str:
 ALL_INVARIANTS: dict[str, Callable[[State, Params], z3.BoolRef]] = {**PROPERTIES, **LEMMAS}
 
 
+def swap_ranks(s: Mapping[str, z3.ExprRef]) -> dict[str, z3.ExprRef]:
+    """The same state (or choice) with ranks 0 and 1 exchanged."""
+    out = {}
+    for k, v in s.items():
+        base, last = k[:-1], k[-1:]
+        if last in ("0", "1") and (base in RANK_VARS or base in ("ks", "kr")):
+            k = f"{base}{1 - int(last)}"
+        out[k] = v
+    return out
+
+
+def _valid(claim: z3.BoolRef, timeout_ms: int) -> bool:
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(z3.Not(claim))
+    return solver.check() == z3.unsat
+
+
+def rank_symmetric(prm: Params, timeout_ms: int = 20_000) -> bool:
+    """The model is symmetric in the ranks: every invariant gives the same verdict on a state
+    and on its mirror, and rank 1's moves are rank 0's on mirrored states. Then consecution
+    needs checking for rank 0's moves only (a rank-1 step is a mirrored rank-0 step)."""
+    s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
+    ms, mt, mch = swap_ranks(s), swap_ranks(t), swap_ranks(ch)
+    for inv in (*ALL_INVARIANTS.values(), *CONSEQUENCES.values()):
+        if not _valid(inv(s, prm) == inv(ms, prm), timeout_ms):
+            return False
+    return all(_valid(move(a, 1, s, t, prm, ch) == move(a, 0, ms, mt, prm, mch), timeout_ms)
+               for a in ACTIONS)
+
+
 def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
               names: Iterable[str] | None = None, timeout_ms: int = 120_000,
-              chunks: Iterable[int] = (1, 2)) -> list[Obligation]:
+              chunks: Iterable[int] = (1, 2), ranks: Iterable[int] = (0, 1)
+              ) -> list[Obligation]:
     """Base and consecution of every named invariant, each relative to all of them (the
     conjunction of properties and strengthening lemmas is what is shown inductive).
 
     Consecution is split by chunk count (C is 1 or 2: fixing it turns x*C and x/C into shifts)
-    and by action, one solver per (C, action, rank) queried once per invariant."""
+    and by action, one solver per (C, action, rank) queried once per invariant; ``ranks``
+    limits the moving rank (see :func:`rank_symmetric`)."""
     names = list(names or ALL_INVARIANTS)
     spent = dict.fromkeys(names, 0.0)
     failed: dict[str, str] = {}
@@ -603,7 +667,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
         solvers = [("base", "initial", [assume(q), initial(s)])]
         inv_s = [inv(s, q) for inv in ALL_INVARIANTS.values()]
         for a in ACTIONS:
-            for r in (0, 1):
+            for r in ranks:
                 solvers.append(("consecution", f"{a}({r})",
                                 [assume(q), *inv_s, move(a, r, s, t, q, ch)]))
         for label, via, facts in solvers:
@@ -629,6 +693,32 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 spent[name] += time.perf_counter() - t0
     return [Obligation(n, "inconclusive" if n in failed else "proved", spent[n],
                        failed.get(n, "")) for n in names]
+
+
+def implied(prm: Params, assume: Callable[[Params], z3.BoolRef], invariants: Iterable[str],
+            chunks: Iterable[int] = (1, 2), timeout_ms: int = 120_000) -> list[Obligation]:
+    """Each consequence holds in every state the (proved) inductive invariants admit."""
+    out = []
+    s = fresh_state("s")
+    for name, prop in CONSEQUENCES.items():
+        t0, detail = time.perf_counter(), ""
+        for c in chunks:
+            q = {**prm, "C": z3.BitVecVal(c, 64)}
+            solver = z3.Solver()
+            solver.set("timeout", timeout_ms)
+            solver.add(assume(q), *(ALL_INVARIANTS[n](s, q) for n in invariants),
+                       z3.Not(prop(s, q)))
+            res = solver.check()
+            if res == z3.sat:
+                detail = (f"a state the invariants admit breaks it, chunks={c}: "
+                          f"{_model_text(solver.model(), s)}")
+            elif res == z3.unknown:
+                detail = f"chunks={c}: {solver.reason_unknown()}"
+            if detail:
+                break
+        out.append(Obligation(name, "inconclusive" if detail else "proved",
+                              time.perf_counter() - t0, detail))
+    return out
 
 
 # ---------------------------------------------------------------------------- BMC
@@ -712,12 +802,14 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
             timeout_ms: int = 120_000, progress: Callable[[str], None] | None = None
             ) -> dict[str, Obligation]:
     """The largest subset of the named invariants that is inductive on its own: drop every
-    invariant whose base or consecution fails, and repeat relative to those left."""
+    invariant whose base or consecution fails, and repeat relative to those left. Then each
+    consequence (no_deadlock) is checked against what is left."""
     keep = list(ALL_INVARIANTS)
     dropped: dict[str, Obligation] = {}
     spent = dict.fromkeys(keep, 0.0)
+    ranks = (0,) if rank_symmetric(prm) else (0, 1)
     while True:
-        obs = induction(prm, assume, keep, timeout_ms, tuple(chunks))
+        obs = induction(prm, assume, keep, timeout_ms, tuple(chunks), ranks)
         for o in obs:
             spent[o.name] += o.seconds
         bad = [o for o in obs if o.verdict != "proved"]
@@ -726,68 +818,80 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
             if progress:
                 progress(f"{o.name}: not inductive here, dropped")
         if not bad:
-            done = {o.name: Obligation(o.name, "proved", spent[o.name]) for o in obs}
-            return {**done, **dropped}
+            proved = {o.name: Obligation(o.name, "proved", spent[o.name]) for o in obs}
+            after = {o.name: o for o in implied(prm, assume, keep, tuple(chunks), timeout_ms)}
+            return {**proved, **dropped, **after}
         keep = [n for n in keep if n not in dropped]
 
 
-def prove_fragment(values: dict, *, progress: Callable[[str], None] | None = None
-                   ) -> list[Result]:
-    """Induction proofs of the decode window fragment for the given parameter values (missing
-    ones take their defaults). A property whose proof fails is searched for a shortest
-    counterexample on the model, replayed on the executable spec: 'violated' only when the spec
-    breaks the same invariant; otherwise 'inconclusive' with the counterexample to induction."""
-    from verbspec.spec.gate_system import build
+SCOPE = ("the base protocol over UC, decode gates only, without faults: qp_type=uc, faults=0, "
+         "wire_loss=0, big_gates=0, no variant")
 
-    system = build({**values, "faults": 0, "wire_loss": 0})
+
+def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
+    """Why the model does not cover a configuration (drain, big gates and faults are not in
+    it yet), or None."""
+    outside = [f"{k}={getattr(cfg, k)}" for k, want in
+               (("qp_type", "uc"), ("faults", 0), ("wire_loss", 0), ("big_gates", 0))
+               if getattr(cfg, k) != want]
+    outside += [f"variant {v}" for v in variants]
+    if not outside:
+        return None
+    return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}"
+
+
+def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
+          progress: Callable[[str], None] | None = None, trace_dir: Path | None = None
+          ) -> list[Result]:
+    """Every invariant of the gate system for one configuration, by induction on the model
+    with the parameters as given (unbounded in seq, for the configured workload).
+
+    An invariant whose proof fails is searched for a shortest run of the executable spec that
+    breaks it, every step checked against the model: 'violated' (with the ITF trace) when one
+    exists, otherwise 'inconclusive' with the counterexample to induction. A configuration
+    outside the model's scope is 'inconclusive' throughout, saying why."""
+    from verbspec.spec.gate_system import INVARIANTS, build
+
+    system = build(values, variants)
     cfg = system.params
-    bound = f"parameters as given, {FRAGMENT}"
-    outside = None if cfg.qp_type == "uc" else "qp_type=rc is outside the fragment (UC only)"
-    if outside:
-        return [Result(n, "gate", "prove", "inconclusive", bound, 0.0, None, outside)
-                for n in PROPERTIES]
-    prm = param_terms(params_of(cfg))
+    why = out_of_scope(cfg, variants)
+    if why:
+        return [Result(n, "gate", "prove", "inconclusive", "not proved", 0.0, None, why)
+                for n in INVARIANTS]
+    # the workload stays symbolic: the proof covers every ops, hence every seq below the tags
+    prm = {**param_terms(params_of(cfg)), "OPS": z3.BitVec("OPS", 64)}
     found = houdini(prm, domain, (cfg.chunks,), progress=progress)
     lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
+    lemma_s = sum(found[n].seconds for n in LEMMAS)
+    bound = ("every reachable state, every workload of 1 <= ops < 2^61 gates per rank (z3 "
+             "induction at these parameters)")
     out = []
-    for name in PROPERTIES:
+    for name in INVARIANTS:
         ob = found[name]
         if ob.verdict == "proved":
+            how = ("implied by the inductive invariant" if name in CONSEQUENCES
+                   else "base and consecution")
             out.append(Result(name, "gate", "prove", "proved", bound, ob.seconds, None,
-                              "base and consecution; strengthening invariants: "
-                              + ", ".join(lemmas)))
+                              f"{how}; strengthening invariants ({lemma_s:.1f} s, shared): "
+                              f"{', '.join(lemmas)}"))
             continue
         t0 = time.perf_counter()
-        verdict, detail = "inconclusive", ob.detail
-        spec = spec_counterexample(values, name)
-        if spec is not None and spec[1]:
-            verdict = "violated"
-            detail = (f"shortest fault-free run of the spec, {spec[0]} moves, every step a step "
-                      f"of the model: {spec[2]}")
-        out.append(Result(name, "gate", "prove", verdict, bound,
-                          ob.seconds + time.perf_counter() - t0, None, detail))
+        verdict, detail, path, cover = "inconclusive", ob.detail, None, "not proved"
+        run = spec_counterexample(values, name)
+        if run is not None and run.admitted:
+            verdict, cover = "violated", f"shortest trace: {run.moves} steps"
+            detail = (f"shortest fault-free run of the spec, {run.moves} moves, every step a "
+                      f"step of the model: {run.trace.message}")
+            if trace_dir is not None:
+                from verbspec.spec.itf import write_trace
+
+                path = str(write_trace(run.trace, trace_dir / trace_name(
+                    "gate", "prove", name, variants)))
+        out.append(Result(name, "gate", "prove", verdict, cover,
+                          ob.seconds + time.perf_counter() - t0, path, detail))
         if progress:
             progress(f"{name}: {verdict}")
     return out
-
-
-class FragmentSystem:
-    """The executable spec restricted to the fragment's actions (no big gate, no fault)."""
-
-    def __init__(self, system: Any):
-        self._system = system
-        self.protocol, self.params = system.protocol, system.params
-        self.actions = tuple(a for a in system.actions if a.name in ACTIONS)
-        self.invariants = system.invariants
-
-    def initial(self) -> GateState:
-        return self._system.initial()
-
-    def done(self, state: GateState) -> bool:
-        return self._system.done(state)
-
-    def param_dict(self) -> dict[str, Any]:
-        return self._system.param_dict()
 
 
 def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str, int]]
@@ -807,22 +911,33 @@ def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str
     return True
 
 
+@dataclass(frozen=True)
+class SpecRun:
+    """A shortest fault-free run of the executable spec that breaks an invariant."""
+
+    trace: Trace
+    admitted: bool      # the model admits every step of it
+
+    @property
+    def moves(self) -> int:
+        return len(self.trace) - 1
+
+
 def spec_counterexample(values: Mapping[str, Any], prop: str, depth: int = 40,
-                        max_states: int = 300_000) -> tuple[int, bool, str] | None:
-    """Shortest fault-free run of the executable spec (fragment actions) breaking ``prop``,
-    and whether the model admits every step of it: (moves, admitted, the spec's message)."""
+                        max_states: int = 300_000) -> SpecRun | None:
+    """Shortest fault-free, decode-only run of the executable spec breaking ``prop``
+    (breadth-first), and whether the model admits every step of it."""
     from verbspec.proofs.search import bounded_search
     from verbspec.spec.gate_system import build
 
-    system = FragmentSystem(build({**values, "faults": 0, "ops": 8}))
+    system = build({**values, "faults": 0, "big_gates": 0})
     res = bounded_search(system, depth=depth, target=prop, faults=False,
                          max_states=max_states)
     if res.trace is None:
         return None
     steps = res.trace.steps
     moves = [(st.action, next(iter(st.args.values()))) for st in steps[1:]]
-    ok = model_admits(system.params, [st.state for st in steps], moves)
-    return len(moves), ok, res.trace.message or ""
+    return SpecRun(res.trace, model_admits(system.params, [st.state for st in steps], moves))
 
 
 @dataclass(frozen=True)
@@ -848,18 +963,17 @@ def region_table(*, window_max: int | None = 256,
     found = houdini(prm, lambda q: region(q, window_max=window_max), (1, 2),
                     progress=progress)
     rows = [RegionRow(n, text, found[n].verdict, found[n].seconds)
-            for n in (*PROPERTIES, *LEMMAS)]
+            for n in (*PROPERTIES, *CONSEQUENCES, *LEMMAS)]
     for cond in CONDITIONS:
         t0 = time.perf_counter()
         where = f"outside: not ({cond.name}), e.g. {cond.example}"
-        spec = spec_counterexample(cond.example, cond.breaks)
+        run = spec_counterexample(cond.example, cond.breaks)
         notes, verdict = [], "inconclusive"
-        if spec is not None:
-            n, admitted, message = spec
-            notes.append(f"spec: shortest run {n} moves: {message}; model admits every step: "
-                         f"{admitted}")
-            verdict = "violated" if admitted else "inconclusive"
-        system = build({**cond.example, "faults": 0})
+        if run is not None:
+            notes.append(f"spec: shortest run {run.moves} moves: {run.trace.message}; model "
+                         f"admits every step: {run.admitted}")
+            verdict = "violated" if run.admitted else "inconclusive"
+        system = build({**cond.example, "faults": 0, "big_gates": 0})
         point = param_terms(params_of(system.params))
         ce = bmc(point, domain(point), cond.breaks)
         if ce is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,6 +34,12 @@ class Result:
         d = asdict(self)
         d["seconds"] = round(self.seconds, 3)
         return d
+
+
+def trace_name(protocol: str, method: str, invariant: str, variants: Sequence[str]) -> str:
+    """File name of a counterexample trace: which protocol, variants, method and invariant."""
+    tag = "-".join(variants) if variants else "base"
+    return f"{protocol}-{tag}-{method}-{invariant}.itf.json"
 
 
 def exit_code(results: list[Result]) -> int:

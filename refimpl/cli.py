@@ -126,6 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from verbspec.refimpl.progress import Progress
 
     results: list[Result] = []
+    skipped: list[dict[str, str]] = []
     with Progress(enabled=not args.json) as progress:
         opts = Options(examples=args.examples, steps=args.steps, seed=args.seed,
                        depth=args.depth, max_states=args.max_states, trace_dir=args.trace_dir,
@@ -134,6 +135,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             module = protocols.load(p)
             methods = METHODS if args.method == "all" else (args.method,)
             for method in methods:
+                why = _not_applicable(module, method, values[p], variants[p])
+                if why and args.method == "all":
+                    # "all" runs what can decide this configuration; asked for by name, the
+                    # method runs and reports inconclusive, saying why
+                    skipped.append({"protocol": p, "method": method, "reason": why})
+                    progress.note(f"{p}: {method} skipped: {why}")
+                    continue
                 progress.start(f"{p}: {method}")
                 try:
                     results += run_method(module, method, values[p], variants[p], opts)
@@ -148,12 +156,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         shown: Any = values[selected[0]] if len(selected) == 1 else values
         print(json.dumps({"results": [r.as_json() for r in results], "params": shown,
-                          "variants": {p: list(variants[p]) for p in selected}}, indent=1))
+                          "variants": {p: list(variants[p]) for p in selected},
+                          "skipped": skipped}, indent=1))
     else:
         from verbspec.refimpl.progress import print_results
 
         print_results(results, code)
+        for s in skipped:
+            print(f"{s['protocol']}: {s['method']} skipped: {s['reason']}")
     return code
+
+
+def _not_applicable(module: Any, method: str, values: dict[str, Any],
+                    variants: Sequence[str]) -> str | None:
+    """Why a protocol's method cannot decide a configuration (e.g. outside a proof's model)."""
+    scope = getattr(module, f"{method}_scope", None)
+    return scope(values, variants) if scope else None
 
 
 def cmd_variants(args: argparse.Namespace) -> int:

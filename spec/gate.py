@@ -95,7 +95,8 @@ class GateSpec:
         # ds4 never negotiates depths; the depth-mismatch variant grants rank 1 a 64-deep queue
         self.rq_grant = (c.rq_depth, min(c.rq_depth, c.chain_max)
                          if "depth-mismatch" in variants else c.rq_depth)
-        self.big_sizes = tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
+        self.big_sizes = (tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
+                          if c.big_gates else ())
 
     # ------------------------------------------------------------------ helpers
     def _obs(self, s: GateState, r: int, **kw) -> Observation:

@@ -42,6 +42,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("wire_loss", int, 0, "1: the wire may lose messages (UC has no recovery)",
               lo=0, hi=1),
     ParamSpec("ops", int, 48, "workload: gate calls and big gates each rank makes", lo=1),
+    ParamSpec("big_gates", int, 1,
+              "workload: 1: big gates (prefill) mix with decode gates; 0: decode gates only",
+              lo=0, hi=1),
 )
 
 
@@ -69,6 +72,7 @@ class GateConfig:
     faults: int
     wire_loss: int
     ops: int
+    big_gates: int
 
     @property
     def chunks(self) -> int:

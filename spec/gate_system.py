@@ -251,6 +251,21 @@ class GateSystem:
         return None
 
 
+def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *, progress: Any = None,
+          trace_dir: Any = None) -> list:
+    """z3 induction over the model of proofs/gate_z3.py (decode-only, fault-free scope)."""
+    from verbspec.proofs import gate_z3
+
+    return gate_z3.prove(values, variants, progress=progress, trace_dir=trace_dir)
+
+
+def prove_scope(values: Mapping[str, Any], variants: Sequence[str] = ()) -> str | None:
+    """Why ``prove`` cannot decide this configuration (it is outside the model), or None."""
+    from verbspec.proofs import gate_z3
+
+    return gate_z3.out_of_scope(build(values, variants).params, variants)
+
+
 def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem:
     """Validate parameter values (typed) and variant names; build the system."""
     cfg = make_config(check_values(PARAMS, values))

@@ -370,13 +370,13 @@ def build(values: Mapping[str, Any] | None = None, variants: Iterable[str] = ()
 
 
 def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (), *,
-          progress: Any = None, max_states: int = 3_000_000) -> list:
+          progress: Any = None, max_states: int = 3_000_000, trace_dir: Any = None) -> list:
     """Explicit-state proof: breadth-first search to a fixpoint over every reachable state of
     this instance. When the reachable set is exhausted without a violation, every invariant is
     proved for this instance at every depth (not for other parameter values). A violation
-    makes that invariant "violated" and leaves the rest "inconclusive"; a state budget cut
-    leaves all "inconclusive"."""
-    from verbspec.proofs.report import Result
+    makes that invariant "violated" (its trace written to ``trace_dir``, if given) and leaves
+    the rest "inconclusive"; a state budget cut leaves all "inconclusive"."""
+    from verbspec.proofs.report import Result, trace_name
     from verbspec.proofs.search import bounded_search
 
     system = build(values, variants)
@@ -388,6 +388,12 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
     res = bounded_search(system, depth=1 << 30, max_states=max_states,
                          variants=system.variants, progress=tick)
     inst = ", ".join(f"{k}={v}" for k, v in system.param_dict().items())
+    path = None
+    if res.violation is not None and trace_dir is not None:
+        from verbspec.spec.itf import write_trace
+
+        path = str(write_trace(res.violation.trace, trace_dir / trace_name(
+            PROTOCOL, "prove", res.violation.invariant, system.variants)))
     out = []
     for name in INVARIANTS:
         if res.violation is not None:
@@ -406,7 +412,8 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
             verdict = "inconclusive"
             bound = f"depth {res.depth}, {res.states} states (state budget reached)"
             detail = "state budget reached before the fixpoint"
-        out.append(Result(name, PROTOCOL, "prove", verdict, bound, res.seconds, None, detail))
+        trace = path if res.violation is not None and res.violation.invariant == name else None
+        out.append(Result(name, PROTOCOL, "prove", verdict, bound, res.seconds, trace, detail))
     if not (system.rules.wildcard_last or system.rules.newest_first):
         out.append(_prove_engine_progress())
     return out

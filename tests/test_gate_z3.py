@@ -1,5 +1,6 @@
-"""The z3 model of the gate protocol's decode window: cross-checked against the executable spec
-on random runs (one source of truth), proved on the defaults, refuted just outside its region."""
+"""The z3 model of the gate protocol's decode-only workload: cross-checked against the executable
+spec on random runs (one source of truth), proved on the defaults, refuted just outside its
+region."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import time
 import z3
 
 from verbspec.proofs import gate_z3 as gz
-from verbspec.spec.gate_system import build
+from verbspec.refimpl.cli import main
+from verbspec.spec.gate_system import INVARIANTS, build
 
 # parameter points the random runs draw from: the defaults, one-chunk vectors, small windows,
 # and points outside the region whose runs end in a violation the model must agree on
@@ -32,8 +34,9 @@ class Checker:
         self.ch, self.prm = gz.fresh_choice("s"), gz.fresh_params()
         self.moves: dict[tuple[str, int], z3.BoolRef] = {}
         # every property's verdict in one term: bit i is property i
-        names = list(gz.PROPERTIES)
-        bits = [z3.If(gz.PROPERTIES[n](self.t, self.prm), z3.BitVecVal(1, 1),
+        props = {**gz.PROPERTIES, **gz.CONSEQUENCES}
+        names = list(props)
+        bits = [z3.If(props[n](self.t, self.prm), z3.BitVecVal(1, 1),
                       z3.BitVecVal(0, 1)) for n in names]
         self.names, self.verdicts = names, z3.Concat(*bits) if len(bits) > 1 else bits[0]
 
@@ -50,11 +53,11 @@ class Checker:
 
 
 def _walk(chk: Checker, values: dict, rng: random.Random, steps: int) -> tuple[int, list]:
-    """One random fault-free run among the fragment's actions; every step checked."""
-    system = build({**values, "faults": 0, "ops": 10**6})
+    """One random fault-free run of a decode-only workload; every step checked."""
+    system = build({**values, "faults": 0, "big_gates": 0, "ops": rng.choice((3, 10**6))})
     cfg = system.params
     ppairs = gz.value_terms(gz.params_of(cfg), chk.prm)
-    acts = [a for a in system.actions if a.name in gz.ACTIONS]
+    acts = [a for a in system.actions if not a.fault]
     state = system.initial()
     pre_vals = gz.alpha(cfg, state)
     checked, bad = 0, []
@@ -108,24 +111,49 @@ def test_alpha_of_the_initial_state_is_the_models_initial_state():
     assert gz.evaluate(gz.initial(s), pairs)
 
 
-def test_proofs_succeed_on_the_defaults():
-    results = gz.prove_fragment({})
-    assert {r.invariant for r in results} == set(gz.PROPERTIES)
+DECODE = {"faults": 0, "big_gates": 0}
+
+
+def test_every_invariant_is_proved_for_decode_workloads_at_the_defaults():
+    results = gz.prove(DECODE)
+    assert [r.invariant for r in results] == list(INVARIANTS)
     assert all(r.verdict == "proved" for r in results), [(r.invariant, r.detail) for r in
                                                        results if r.verdict != "proved"]
     assert all(r.protocol == "gate" and r.method == "prove" for r in results)
+    assert "implied by the inductive invariant" in results[-1].detail
 
 
-def test_window_one_drops_the_peers_next_gate():
-    results = {r.invariant: r for r in gz.prove_fragment({"window": 1})}
-    assert results["no_silent_drop"].verdict == "violated"
-    assert "UC dropped it" in results["no_silent_drop"].detail
+def test_window_one_drops_the_peers_next_gate(tmp_path):
+    results = {r.invariant: r for r in gz.prove({**DECODE, "window": 1}, trace_dir=tmp_path)}
+    bad = results["no_silent_drop"]
+    assert bad.verdict == "violated" and "UC dropped it" in bad.detail
+    assert main(["replay", bad.trace]) == 1
 
 
-def test_receive_queue_one_short_of_the_window_overflows_at_arming():
-    results = {r.invariant: r for r in gz.prove_fragment({"rq_depth": 31})}
-    assert results["queue_bounds"].verdict == "violated"
-    assert "above its receive depth 31" in results["queue_bounds"].detail
+def test_configurations_outside_the_model_are_inconclusive_and_say_why():
+    for values in ({}, {**DECODE, "qp_type": "rc"}, {**DECODE, "wire_loss": 1}):
+        results = gz.prove(values)
+        assert all(r.verdict == "inconclusive" for r in results)
+        assert "the z3 model covers" in results[0].detail
+    results = gz.prove(DECODE, ["no-barrier"])
+    assert all(r.verdict == "inconclusive" for r in results)
+    assert "variant no-barrier" in results[0].detail
+
+
+def test_the_deadlock_check_can_fail(monkeypatch):
+    # a model whose gate_done waits for one gate more than arrived can never finish
+    real = gz.action_move
+
+    def late(name, r, s, prm, choice):
+        m = real(name, r, s, prm, choice)
+        if name == "gate_done":
+            return gz.Move(z3.And(m.guard, z3.UGT(s[f"RD{r}"], s[f"S{r}"])), m.updates)
+        return m
+
+    monkeypatch.setattr(gz, "action_move", late)
+    prm = gz.param_terms(gz.params_of(build(DECODE).params))
+    [ob] = gz.implied(prm, gz.domain, list(gz.ALL_INVARIANTS), chunks=(2,))
+    assert ob.verdict == "inconclusive" and "breaks it" in ob.detail
 
 
 def test_model_bmc_finds_the_short_counterexample_and_the_spec_agrees():
