@@ -57,7 +57,14 @@ FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_ch
 # parameters: W window, C chunks, P slot period (gates between two uses of a slot), OPS the
 # workload (gates each rank calls)
 PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_depth": 32,
-                              "cq_depth": 32, "chain_max": 32, "OPS": 64}
+                              "cq_depth": 32, "chain_max": 32, "OPS": 64,
+                              "no_barrier": 0, "tag_every_chunk": 0, "signal_last_only": 0}
+# the variants the model encodes, as Boolean parameters (false: the base protocol); no-seq-check
+# changes nothing here, since out-of-order calls are faults (bad_call), outside the scope
+MODEL_VARIANTS: dict[str, str | None] = {"no-barrier": "no_barrier",
+                                         "tag-every-chunk": "tag_every_chunk",
+                                         "signal-last-only": "signal_last_only",
+                                         "no-seq-check": None}
 OPS_LIMIT = 1 << 61     # workloads below this keep seq + window clear of the tag bits
 
 ACTIONS = ("setup", "call_gate", "arm_post", "barrier_write", "barrier_read", "gate_send",
@@ -79,7 +86,7 @@ def fresh_state(tag: str) -> State:
 
 
 def fresh_params(tag: str = "") -> Params:
-    return {n: z3.BitVec(f"{n}{tag}", w) for n, w in PARAM_VARS.items()}
+    return {n: _var(f"{n}{tag}", w) for n, w in PARAM_VARS.items()}
 
 
 def z64(x: z3.BitVecRef) -> z3.BitVecRef:
@@ -179,9 +186,13 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
                      f"ph{r}": z3.If(s[f"WA{r}"], z3.BitVecVal(SEND, 8),
                                      z3.BitVecVal(ARM_POST, 8))})
     if name == "arm_post":
+        # no-barrier: the window counts as active at once and the gate's send follows
         return Move(s[f"ph{r}"] == ARM_POST,
                     {f"RQ{r}": s[f"RQ{r}"] + z3.Extract(31, 0, times_c(prm, prm["W"])),
-                     "long_chain": _long_chain(s, prm), f"ph{r}": z3.BitVecVal(ARM_BAR_SEND, 8)})
+                     "long_chain": _long_chain(s, prm),
+                     f"WA{r}": z3.Or(s[f"WA{r}"], prm["no_barrier"]),
+                     f"ph{r}": z3.If(prm["no_barrier"], z3.BitVecVal(SEND, 8),
+                                     z3.BitVecVal(ARM_BAR_SEND, 8))})
     if name == "barrier_write":
         return Move(s[f"ph{r}"] == ARM_BAR_SEND,
                     {f"TB{r}": s[f"TB{r}"] + one8, f"ph{r}": z3.BitVecVal(ARM_BAR_READ, 8)})
@@ -191,8 +202,10 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
                     {f"TB{p}": s[f"TB{p}"] - one8, f"WA{r}": z3.BoolVal(True),
                      f"ph{r}": z3.BitVecVal(SEND, 8)})
     if name == "gate_send":
+        # signal-last-only counts the chain once (the provider still completes every WR)
+        counted = z3.If(prm["signal_last_only"], one32, c32)
         return Move(s[f"ph{r}"] == SEND,
-                    {f"SQ{r}": s[f"SQ{r}"] + c32, f"SO{r}": s[f"SO{r}"] + c32,
+                    {f"SQ{r}": s[f"SQ{r}"] + c32, f"SO{r}": s[f"SO{r}"] + counted,
                      f"SENT{r}": umax(s[f"SENT{r}"], s[f"S{r}"]),
                      "long_chain": _long_chain(s, prm), f"ph{r}": z3.BitVecVal(WAIT, 8)})
     if name == "transmit":
@@ -250,6 +263,9 @@ def _reap(s: State, prm: Params, r: int, choice: Mapping[str, z3.ExprRef]) -> Mo
     rr = recvs_reaped(s, r)
     top = div_c(prm, rr + z64(kr))      # highest gate whose last chunk is among those reaped
     rd = z3.If(z3.UGT(top, div_c(prm, rr)), umax(s[f"RD{r}"], top), s[f"RD{r}"])
+    # tag-every-chunk: any chunk's completion names its gate, the last reaped chunk's included
+    newest = div_c(prm, rr + z64(kr) + times_c(prm, z3.BitVecVal(1, 64)) - 1)
+    rd = z3.If(z3.And(prm["tag_every_chunk"], kr != 0), umax(s[f"RD{r}"], newest), rd)
     so = s[f"SO{r}"]
     return Move(z3.And(s[f"ph{r}"] == WAIT, cq_used(s, r) != 0, split),
                 {f"QS{r}": s[f"QS{r}"] - ks, f"QR{r}": s[f"QR{r}"] - kr, f"RD{r}": rd,
@@ -492,6 +508,7 @@ def domain(prm: Params) -> z3.BoolRef:
 def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
            ) -> z3.BoolRef:
     conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
+    conds += [z3.Not(prm[f]) for f in MODEL_VARIANTS.values() if f]     # the base protocol
     if window_max is not None:
         conds.append(z3.ULE(prm["W"], window_max))
     return z3.And(domain(prm), *conds)
@@ -515,14 +532,16 @@ def slot_period(cfg: GateConfig) -> int:
     return n
 
 
-def params_of(cfg: GateConfig) -> dict[str, int]:
+def params_of(cfg: GateConfig, variants: Iterable[str] = ()) -> dict[str, int]:
+    flags = {MODEL_VARIANTS[v] for v in variants if MODEL_VARIANTS.get(v)}
     return {"W": cfg.window, "C": cfg.chunks, "P": slot_period(cfg), "rq_depth": cfg.rq_depth,
             "sq_depth": cfg.sq_depth, "cq_depth": cfg.cq_depth, "chain_max": cfg.chain_max,
-            "OPS": cfg.ops}
+            "OPS": cfg.ops, **{f: int(f in flags) for f in set(MODEL_VARIANTS.values()) - {None}}}
 
 
 def param_terms(values: Mapping[str, int]) -> Params:
-    return {k: z3.BitVecVal(values[k], w) for k, w in PARAM_VARS.items()}
+    return {k: z3.BoolVal(bool(values[k])) if w == 0 else z3.BitVecVal(values[k], w)
+            for k, w in PARAM_VARS.items()}
 
 
 # ---------------------------------------------------------------------------- abstraction
@@ -652,8 +671,8 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
               names: Iterable[str] | None = None, timeout_ms: int = 120_000,
               chunks: Iterable[int] = (1, 2), ranks: Iterable[int] = (0, 1)
               ) -> list[Obligation]:
-    """Base and consecution of every named invariant, each relative to all of them (the
-    conjunction of properties and strengthening lemmas is what is shown inductive).
+    """Base and consecution of every named invariant, each relative to the named ones only
+    (their conjunction is what is shown inductive).
 
     Consecution is split by chunk count (C is 1 or 2: fixing it turns x*C and x/C into shifts)
     and by action, one solver per (C, action, rank) queried once per invariant; ``ranks``
@@ -665,7 +684,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     for c in chunks:
         q = {**prm, "C": z3.BitVecVal(c, 64)}
         solvers = [("base", "initial", [assume(q), initial(s)])]
-        inv_s = [inv(s, q) for inv in ALL_INVARIANTS.values()]
+        inv_s = [ALL_INVARIANTS[n](s, q) for n in names]     # only the ones still kept
         for a in ACTIONS:
             for r in ranks:
                 solvers.append(("consecution", f"{a}({r})",
@@ -732,6 +751,7 @@ class Counterexample:
 
 
 RUNGS = (4, 8, 16)     # deeper unrollings took minutes on this machine (see docs)
+REGION_RUNGS = (4, 8)  # the region table's cross-check of short runs (16 costs about a minute)
 
 
 def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS,
@@ -824,8 +844,9 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
         keep = [n for n in keep if n not in dropped]
 
 
-SCOPE = ("the base protocol over UC, decode gates only, without faults: qp_type=uc, faults=0, "
-         "wire_loss=0, big_gates=0, no variant")
+SCOPE = ("decode gates only, over UC, without faults (qp_type=uc, faults=0, wire_loss=0, "
+         "big_gates=0); the base protocol or the variants no-barrier, tag-every-chunk, "
+         "signal-last-only (with unsignaled_completions=1) and no-seq-check")
 
 
 def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
@@ -834,7 +855,9 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
     outside = [f"{k}={getattr(cfg, k)}" for k, want in
                (("qp_type", "uc"), ("faults", 0), ("wire_loss", 0), ("big_gates", 0))
                if getattr(cfg, k) != want]
-    outside += [f"variant {v}" for v in variants]
+    outside += [f"variant {v}" for v in variants if v not in MODEL_VARIANTS]
+    if "signal-last-only" in variants and not cfg.unsignaled_completions:
+        outside.append("signal-last-only with unsignaled_completions=0")
     if not outside:
         return None
     return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}"
@@ -859,7 +882,7 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
         return [Result(n, "gate", "prove", "inconclusive", "not proved", 0.0, None, why)
                 for n in INVARIANTS]
     # the workload stays symbolic: the proof covers every ops, hence every seq below the tags
-    prm = {**param_terms(params_of(cfg)), "OPS": z3.BitVec("OPS", 64)}
+    prm = {**param_terms(params_of(cfg, variants)), "OPS": z3.BitVec("OPS", 64)}
     found = houdini(prm, domain, (cfg.chunks,), progress=progress)
     lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
     lemma_s = sum(found[n].seconds for n in LEMMAS)
@@ -877,7 +900,7 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
             continue
         t0 = time.perf_counter()
         verdict, detail, path, cover = "inconclusive", ob.detail, None, "not proved"
-        run = spec_counterexample(values, name)
+        run = spec_counterexample(values, name, variants)
         if run is not None and run.admitted:
             verdict, cover = "violated", f"shortest trace: {run.moves} steps"
             detail = (f"shortest fault-free run of the spec, {run.moves} moves, every step a "
@@ -894,11 +917,11 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
     return out
 
 
-def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str, int]]
-                 ) -> bool:
+def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str, int]],
+                 variants: Sequence[str] = ()) -> bool:
     """Each step of a spec run, seen through alpha, is a step of the model."""
     prm = fresh_params()
-    ppairs = value_terms(params_of(cfg), prm)
+    ppairs = value_terms(params_of(cfg, variants), prm)
     s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
     for pre, post, (name, r) in zip(states[:-1], states[1:], moves, strict=True):
         choice = {k: 0 for k in ch}
@@ -923,30 +946,35 @@ class SpecRun:
         return len(self.trace) - 1
 
 
-def spec_counterexample(values: Mapping[str, Any], prop: str, depth: int = 40,
-                        max_states: int = 300_000) -> SpecRun | None:
+def spec_counterexample(values: Mapping[str, Any], prop: str, variants: Sequence[str] = (),
+                        depth: int = 40, max_states: int = 300_000) -> SpecRun | None:
     """Shortest fault-free, decode-only run of the executable spec breaking ``prop``
     (breadth-first), and whether the model admits every step of it."""
     from verbspec.proofs.search import bounded_search
     from verbspec.spec.gate_system import build
 
-    system = build({**values, "faults": 0, "big_gates": 0})
+    system = build({**values, "faults": 0, "big_gates": 0}, variants)
     res = bounded_search(system, depth=depth, target=prop, faults=False,
-                         max_states=max_states)
+                         max_states=max_states, variants=variants)
     if res.trace is None:
         return None
     steps = res.trace.steps
     moves = [(st.action, next(iter(st.args.values()))) for st in steps[1:]]
-    return SpecRun(res.trace, model_admits(system.params, [st.state for st in steps], moves))
+    return SpecRun(res.trace, model_admits(system.params, [st.state for st in steps], moves,
+                                           variants))
 
 
 @dataclass(frozen=True)
 class RegionRow:
+    """A proof over the region, or, for a condition of it, the violation just outside."""
+
     invariant: str
     region: str
     verdict: str
     seconds: float
     counterexample: str = ""    # for a necessary condition: the run just outside it
+    condition: str = ""         # the condition this row shows necessary ("" for a proof row)
+    trace: Trace | None = None  # the executable spec's shortest run just outside
 
 
 def region_table(*, window_max: int | None = 256,
@@ -967,7 +995,7 @@ def region_table(*, window_max: int | None = 256,
     for cond in CONDITIONS:
         t0 = time.perf_counter()
         where = f"outside: not ({cond.name}), e.g. {cond.example}"
-        run = spec_counterexample(cond.example, cond.breaks)
+        run = spec_counterexample(cond.example, cond.breaks, depth=60, max_states=600_000)
         notes, verdict = [], "inconclusive"
         if run is not None:
             notes.append(f"spec: shortest run {run.moves} moves: {run.trace.message}; model "
@@ -975,15 +1003,15 @@ def region_table(*, window_max: int | None = 256,
             verdict = "violated" if run.admitted else "inconclusive"
         system = build({**cond.example, "faults": 0, "big_gates": 0})
         point = param_terms(params_of(system.params))
-        ce = bmc(point, domain(point), cond.breaks)
+        ce = bmc(point, domain(point), cond.breaks, REGION_RUNGS)
         if ce is not None:
             hit = replay_on_spec(system, ce.moves)
             notes.append(f"model BMC: run of {ce.depth} moves (unrolling {ce.bound}), on the "
                          f"spec: {hit[1] if hit else 'not confirmed'}")
         else:
-            notes.append(f"model BMC: none within {RUNGS[-1]} steps / solver budget")
+            notes.append(f"model BMC: no run of <= {REGION_RUNGS[-1]} steps")
         rows.append(RegionRow(cond.breaks, where, verdict, time.perf_counter() - t0,
-                              "; ".join(notes)))
+                              "; ".join(notes), cond.name, run.trace if run else None))
         if progress:
             progress(f"{cond.name}: {verdict}")
     return rows

@@ -58,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("match", help="run the tag-matching engine on a scenario file")
     m.add_argument("file")
 
+    g = sub.add_parser("regions", help="prove the gate invariants over a parameter region and "
+                                       "refute each condition just outside it")
+    g.add_argument("--window-max", type=int, default=256, metavar="N",
+                   help="largest window of the region (symbolic in 2..N)")
+    g.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"))
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+
     t = sub.add_parser("trace", help="render an ITF trace as a message-sequence diagram")
     t.add_argument("file", type=Path)
     t.add_argument("--svg", type=Path, default=None, metavar="OUT",
@@ -225,6 +232,12 @@ def cmd_match(args: argparse.Namespace) -> int:
     return match_main(args.file)
 
 
+def cmd_regions(args: argparse.Namespace) -> int:
+    from verbspec.refimpl.regions import regions_main
+
+    return regions_main(args)
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from verbspec.refimpl.render import trace_main
 
@@ -233,7 +246,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 COMMANDS = {"check": cmd_check, "variants": cmd_variants, "params": cmd_params,
             "invariants": cmd_invariants, "replay": cmd_replay, "match": cmd_match,
-            "trace": cmd_trace}
+            "regions": cmd_regions, "trace": cmd_trace}
 
 if __name__ == "__main__":
     sys.exit(main())
