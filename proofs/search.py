@@ -33,6 +33,9 @@ class SearchResult:
     cut: bool             # True when max_states stopped the search early
     seconds: float
     violation: InvariantViolation | None
+    # faults=False only: the shallowest level at which an expanded state had a fault action
+    # enabled (None if none had), so every run of <= fault_level steps is fault-free
+    fault_level: int | None = None
 
     @property
     def trace(self) -> Trace | None:
@@ -44,57 +47,85 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
                    target: str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SearchResult:
     """Search every interleaving up to ``depth`` steps. With ``target``, violations of other
-    invariants are dead ends and the search looks for a shortest violation of ``target``."""
+    invariants are dead ends and the search looks for a shortest violation of ``target``.
+
+    With ``faults=False`` fault actions are not taken, and the result's ``fault_level`` says
+    from which depth the fault-free runs stop being all the runs (None: never within the
+    levels expanded)."""
     t0 = time.perf_counter()
     root = start_trace(system, variants)
-    init = root.steps[0].state
+    init = _Key(root.steps[0].state)
     # parent links rebuild the shortest trace once a violation is found
-    parent: dict[Any, tuple[Any, str, tuple, Any] | None] = {init: None}
+    parent: dict[_Key, tuple[_Key, str, tuple, Any] | None] = {init: None}
     frontier = [init]
     transitions = 0
     level = 0
+    fault_actions = () if faults else tuple(a for a in system.actions if a.fault)
+    fault_level: int | None = None
     while frontier and level < depth:
         nxt = []
-        for pre in frontier:
+        for pk in frontier:
+            pre = pk.state
+            if fault_level is None and any(a.is_enabled(pre) for a in fault_actions):
+                fault_level = level
             for act, args in enabled_moves(system, pre, faults=faults):
                 post, obs = act.apply(pre, *args)
                 transitions += 1
+                key = _Key(post)
+                seen = key in parent
                 bad = check_step(system, pre, act.name, args, post, obs)
-                if bad is None and post not in parent:
+                if bad is None and not seen:
                     bad = check_state(system, post)
                 if bad is not None and target is not None and bad[0] != target:
-                    parent.setdefault(post, (pre, act.name, args, obs))
+                    parent.setdefault(key, (pk, act.name, args, obs))
                     continue
                 if bad is not None:
-                    parent.setdefault(post, (pre, act.name, args, obs))
-                    trace = _rebuild(system, parent, post, act.name, args, obs, pre, variants)
+                    parent.setdefault(key, (pk, act.name, args, obs))
+                    trace = _rebuild(system, parent, key, act.name, args, obs, pk, variants)
                     trace.violation, trace.message = bad
                     return SearchResult(level + 1, len(parent), transitions, False, False,
                                         time.perf_counter() - t0,
-                                        InvariantViolation(bad[0], bad[1], trace))
-                if post not in parent:
-                    parent[post] = (pre, act.name, args, obs)
-                    nxt.append(post)
+                                        InvariantViolation(bad[0], bad[1], trace), fault_level)
+                if not seen:
+                    parent[key] = (pk, act.name, args, obs)
+                    nxt.append(key)
                     if len(parent) >= max_states:
                         return SearchResult(level, len(parent), transitions, False, True,
-                                            time.perf_counter() - t0, None)
+                                            time.perf_counter() - t0, None, fault_level)
         frontier = nxt
         level += 1
         if progress:
             progress(level, len(parent))
     return SearchResult(level, len(parent), transitions, not frontier, False,
-                        time.perf_counter() - t0, None)
+                        time.perf_counter() - t0, None, fault_level)
+
+
+class _Key:
+    """A state as a dict key: its (deep, costly) hash is computed once, not at every lookup."""
+
+    __slots__ = ("state", "_hash")
+
+    def __init__(self, state: Any):
+        self.state = state
+        self._hash = hash(state)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _Key) and self._hash == other._hash
+                and self.state == other.state)
 
 
 def _rebuild(system: System, parent: dict, last: Any, name: str, args: tuple, obs: Any,
              pre: Any, variants: Sequence[str]) -> Trace:
     table = {a.name: a for a in system.actions}
-    steps = [TraceStep(name, dict(zip(table[name].params, args, strict=True)), last, obs)]
+    steps = [TraceStep(name, dict(zip(table[name].params, args, strict=True)), last.state, obs)]
     cur = pre
     while parent[cur] is not None:
         p, n, a, o = parent[cur]
-        steps.append(TraceStep(n, dict(zip(table[n].params, a, strict=True)), cur, o))
+        steps.append(TraceStep(n, dict(zip(table[n].params, a, strict=True)), cur.state, o))
         cur = p
-    steps.append(TraceStep("init", {}, cur))
+    steps.append(TraceStep("init", {}, cur.state))
     steps.reverse()
     return Trace(system.protocol, system.param_dict(), tuple(variants), steps)
