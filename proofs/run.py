@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from verbspec.proofs.explore import explore
-from verbspec.proofs.report import Result
+from verbspec.proofs.report import Result, trace_name
 from verbspec.proofs.search import SearchResult, bounded_search
 from verbspec.spec.itf import write_trace
 from verbspec.spec.lts import InvariantViolation, System
@@ -45,8 +45,7 @@ class MethodUnavailable(Exception):
 
 def trace_path(opts: Options, protocol: str, method: str, invariant: str,
                variants: Sequence[str]) -> Path:
-    tag = "-".join(variants) if variants else "base"
-    return opts.trace_dir / f"{protocol}-{tag}-{method}-{invariant}.itf.json"
+    return opts.trace_dir / trace_name(protocol, method, invariant, variants)
 
 
 def _results(system: System, method: str, bound: str, seconds: float,
@@ -192,5 +191,5 @@ def run_method(module: ModuleType, method: str, values: dict[str, Any],
         if prove is None:
             raise MethodUnavailable(f"method prove is not available for protocol "
                                     f"{module.PROTOCOL} yet")
-        return prove(values, variants, progress=opts.progress)
+        return prove(values, variants, progress=opts.progress, trace_dir=opts.trace_dir)
     raise MethodUnavailable(f"unknown method {method!r}")

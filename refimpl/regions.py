@@ -61,7 +61,7 @@ def regions_main(args: argparse.Namespace) -> int:
     for col in ("invariant", "kind", "where", "verdict", "s", "counterexample / trace"):
         table.add_column(col, overflow="fold")
     for r in out:
-        where = r["condition"] and f"not ({r['condition']})" or "the region"
+        where = r["region"] if r["condition"] else "the region"
         note = r["counterexample"] + (f"\ntrace: {r['trace']}" if r["trace"] else "")
         table.add_row(r["invariant"], r["kind"], where, r["verdict"], f"{r['seconds']:.1f}",
                       note)
