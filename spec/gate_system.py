@@ -27,6 +27,8 @@ from verbspec.spec.params import Variant, check_values, check_variants
 
 PROTOCOL = "gate"
 BMC_DEPTH = 14      # default bound of breadth-first search (about 12k states at the defaults)
+# bmc's second phase searches fault-free runs deeper (its state budget usually ends it first)
+BMC_FAULT_FREE_DEPTH = 40
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("no-barrier",

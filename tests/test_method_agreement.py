@@ -1,0 +1,91 @@
+"""explore, bmc and prove agree: on every gate variant and on the base protocol, no method proves
+an invariant another refutes, and where methods decide they name the same broken invariant.
+
+prove's model covers decode-only, fault-free workloads (big_gates=0, faults=0), so all three
+methods decide there; at the defaults (big gates and faults) prove says inconclusive and why,
+and explore and bmc must agree with each other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verbspec.proofs.run import METHODS, Options, run_method
+from verbspec.spec import gate_system
+from verbspec.spec.gate_system import VARIANTS
+
+DECODE = {"faults": 0, "big_gates": 0, "window": 4, "ops": 6}
+# (variants, the invariant each method must find broken, or None for "nothing broken")
+DECODE_CASES = (
+    ((), None),
+    (("no-barrier",), "no_silent_drop"),
+    (("tag-every-chunk",), "watermark_sound"),
+    (("signal-last-only",), "send_accounting"),
+    # out-of-order calls are faults (bad_call), so without faults the variant is harmless
+    (("no-seq-check",), None),
+)
+# depth-mismatch needs a 65-chunk big gate at the defaults (a 148-step run, beyond bmc); with a
+# 2-deep chain and one-chunk gates the same overrun takes 24 steps
+POINTS = {"depth-mismatch": {"window": 2, "vec_bytes": 16384, "chain_max": 2}}
+
+
+def _run(method: str, values: dict, variants: tuple[str, ...], trace_dir: Path,
+         examples: int = 60):
+    opts = Options(examples=examples, steps=300, max_states=60_000,
+                   fault_free_max_states=30_000, trace_dir=trace_dir)
+    return run_method(gate_system, method, values, variants, opts)
+
+
+def _violated(results) -> set[str]:
+    return {r.invariant for r in results if r.verdict == "violated"}
+
+
+def _no_contradiction(by_method: dict) -> None:
+    for m, results in by_method.items():
+        proved = {r.invariant for r in results if r.verdict == "proved"}
+        for other, rs in by_method.items():
+            assert not proved & _violated(rs), f"{m} proves what {other} refutes"
+
+
+@pytest.mark.parametrize(("variants", "broken"), DECODE_CASES,
+                         ids=[v[0] if v else "base" for v, _ in DECODE_CASES])
+def test_the_three_methods_agree_in_the_decode_scope(variants, broken, tmp_path):
+    by_method = {m: _run(m, DECODE, variants, tmp_path) for m in METHODS}
+    _no_contradiction(by_method)
+    for m, results in by_method.items():
+        if broken is None:
+            assert all(r.verdict in ("held", "proved") for r in results), (m, results)
+        else:
+            assert broken in _violated(results), (m, results)
+    if broken is None:
+        assert all(r.verdict == "proved" for r in by_method["prove"])
+    else:
+        # bmc and prove both report a shortest run, so their lengths agree
+        bmc = next(r for r in by_method["bmc"] if r.verdict == "violated")
+        prove = next(r for r in by_method["prove"] if r.invariant == broken)
+        assert prove.bound == f"shortest trace: {bmc.bound.split()[2]} steps"
+
+
+@pytest.mark.parametrize("variant", [v.name for v in VARIANTS])
+def test_explore_and_bmc_agree_on_every_variant_and_prove_does_not_contradict(variant,
+                                                                             tmp_path):
+    values = POINTS.get(variant, {})
+    # exploration stops at the first violation; it needs the default example count to get there
+    by_method = {m: _run(m, values, (variant,), tmp_path, examples=300) for m in METHODS}
+    _no_contradiction(by_method)
+    documented = next(v.breaks for v in VARIANTS if v.name == variant)
+    for m in ("explore", "bmc"):
+        found = _violated(by_method[m])
+        assert len(found) == 1 and found <= {r.invariant for r in by_method[m]}, (m, found)
+        assert next(iter(found)) in documented, (m, found, documented)
+    # big gates and faults are outside prove's model: it must say so, not guess
+    assert all(r.verdict == "inconclusive" and "the z3 model covers" in r.detail
+               for r in by_method["prove"])
+
+
+def test_the_methods_agree_on_the_base_protocol_at_the_defaults(tmp_path):
+    by_method = {m: _run(m, {}, (), tmp_path) for m in METHODS}
+    _no_contradiction(by_method)
+    assert all(r.verdict == "held" for m in ("explore", "bmc") for r in by_method[m])
+    assert all(r.verdict == "inconclusive" for r in by_method["prove"])
