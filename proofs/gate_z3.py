@@ -35,6 +35,7 @@ import z3
 
 from verbspec.proofs.report import Result, trace_name
 from verbspec.spec import gate_state as gs
+from verbspec.spec.fabric import ST_OK
 from verbspec.spec.gate_params import GateConfig
 from verbspec.spec.gate_state import GateState
 from verbspec.spec.lts import Trace
@@ -44,21 +45,27 @@ SEQ_LIMIT = 1 << 62     # wr_id bits 62 and 63 are tags (TAG_WARM, TAG_BULK): se
 
 # phase codes (8 bits); every fragment phase of gate_state.py
 PHASE_CODE: dict[str, int] = {gs.INIT: 0, gs.IDLE: 1, gs.ARM_POST: 2, gs.ARM_BAR_SEND: 3,
-                              gs.ARM_BAR_READ: 4, gs.SEND: 5, gs.WAIT: 6, gs.HOLD: 7}
-INIT, IDLE, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, HOLD = range(8)
+                              gs.ARM_BAR_READ: 4, gs.SEND: 5, gs.WAIT: 6, gs.HOLD: 7,
+                              gs.FAILED: 8, gs.CRASHED: 9}
+INIT, IDLE, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, HOLD, FAILED, CRASHED = range(10)
 
 # per-rank variables: name -> width in bits (0: Boolean)
 RANK_VARS: dict[str, int] = {
     "ph": 8, "S": 64, "L": 64, "RD": 64, "WA": 0, "SO": 32, "SENT": 64, "SQ": 32, "WIRE": 32,
     "QS": 32, "QR": 32, "RQ": 32, "LANDED": 64, "ARR": 64, "TB": 8, "OVF": 0,
+    # faults: warm-up leftovers and error completions in the CQ, leftovers used (at most one
+    # per kind, send and receive), the one injected error completion used
+    "QW": 8, "QE": 8, "STR": 8, "EU": 0,
 }
-# ghost flags of the whole system, one per forbidden event (the spec's Ghost records)
-FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_chain")
+# ghost flags of the whole system: one per forbidden event (the spec's Ghost records), and
+# whether a fault was injected
+FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_chain", "faulted")
 # parameters: W window, C chunks, P slot period (gates between two uses of a slot), OPS the
 # workload (gates each rank calls)
 PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_depth": 32,
                               "cq_depth": 32, "chain_max": 32, "OPS": 64,
-                              "no_barrier": 0, "tag_every_chunk": 0, "signal_last_only": 0}
+                              "no_barrier": 0, "tag_every_chunk": 0, "signal_last_only": 0,
+                              "FAULTS": 0}
 # the variants the model encodes, as Boolean parameters (false: the base protocol); no-seq-check
 # changes nothing here, since out-of-order calls are faults (bad_call), outside the scope
 MODEL_VARIANTS: dict[str, str | None] = {"no-barrier": "no_barrier",
@@ -67,8 +74,12 @@ MODEL_VARIANTS: dict[str, str | None] = {"no-barrier": "no_barrier",
                                          "no-seq-check": None}
 OPS_LIMIT = 1 << 61     # workloads below this keep seq + window clear of the tag bits
 
-ACTIONS = ("setup", "call_gate", "arm_post", "barrier_write", "barrier_read", "gate_send",
-           "transmit", "deliver", "reap", "gate_done", "consume")
+PROGRESS_ACTIONS = ("setup", "call_gate", "arm_post", "barrier_write", "barrier_read",
+                    "gate_send", "transmit", "deliver", "reap", "gate_done", "consume")
+FAULT_ACTIONS = ("crash", "error_completion", "stray_completion", "timeout", "peer_gone",
+                 "bad_call")
+ACTIONS = PROGRESS_ACTIONS + FAULT_ACTIONS
+CHOICES = ("ks", "kr", "kw", "ke", "ksb", "krb")     # how one reap splits (see _reap)
 
 State = dict[str, z3.ExprRef]
 Params = dict[str, z3.ExprRef]
@@ -132,6 +143,10 @@ def recvs_reaped(s: State, r: int) -> z3.BitVecRef:
     return s[f"LANDED{r}"] - z64(s[f"QR{r}"])
 
 
+def alive(s: State, r: int) -> z3.BoolRef:
+    return z3.ULE(s[f"ph{r}"], HOLD)
+
+
 def armed(s: State, r: int) -> z3.BoolRef:
     """The rank has posted its window's receives."""
     return z3.Or(ph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ), s[f"WA{r}"])
@@ -143,7 +158,8 @@ def consumed(s: State, r: int) -> z3.BitVecRef:
 
 
 def cq_used(s: State, r: int) -> z3.BitVecRef:
-    return s[f"QS{r}"] + s[f"QR{r}"]
+    return (s[f"QS{r}"] + s[f"QR{r}"] + z3.ZeroExt(24, s[f"QW{r}"])
+            + z3.ZeroExt(24, s[f"QE{r}"]))
 
 
 # ---------------------------------------------------------------------------- transitions
@@ -173,6 +189,8 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
     c32 = z3.Extract(31, 0, prm["C"])
     if name == "setup":
         return Move(s[f"ph{r}"] == INIT, {f"ph{r}": z3.BitVecVal(IDLE, 8)})
+    if name in FAULT_ACTIONS:
+        return _fault_move(name, r, s, prm)
     if name == "call_gate":
         seq = s[f"L{r}"] + 1
         # the out-slot of seq is busy if a send of an earlier gate in the same slot has not
@@ -211,7 +229,7 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
     if name == "transmit":
         upd = {f"SQ{r}": s[f"SQ{r}"] - one32, f"WIRE{r}": s[f"WIRE{r}"] + one32}
         _push_cqe(s, prm, r, "QS", upd)     # UC completes the send as it leaves
-        return Move(z3.And(s[f"SQ{r}"] != 0, z3.Not(s[f"OVF{r}"])), upd)
+        return Move(z3.And(s[f"SQ{r}"] != 0, z3.Not(s[f"OVF{r}"]), alive(s, r)), upd)
     if name == "deliver":
         return _deliver(s, prm, r)
     if name == "reap":
@@ -229,8 +247,37 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
     raise KeyError(name)
 
 
+def _fault_move(name: str, r: int, s: State, prm: Params) -> Move:
+    """The fault actions (only when faults are explored): each fails or kills a rank, or
+    puts a completion nobody posted for into its CQ."""
+    p = 1 - r
+    ph = s[f"ph{r}"]
+    failed = {f"ph{r}": z3.BitVecVal(FAILED, 8), "faulted": z3.BoolVal(True)}
+    if name == "crash":         # the first fault only
+        return Move(z3.And(prm["FAULTS"], alive(s, r), ph != INIT, z3.Not(s["faulted"])),
+                    {f"ph{r}": z3.BitVecVal(CRASHED, 8), "faulted": z3.BoolVal(True)})
+    if name == "error_completion":      # once per rank, while it polls
+        upd: dict[str, z3.ExprRef] = {f"EU{r}": z3.BoolVal(True), "faulted": z3.BoolVal(True)}
+        _push_cqe(s, prm, r, "QE", upd)
+        return Move(z3.And(prm["FAULTS"], ph == WAIT, z3.Not(s[f"EU{r}"])), upd)
+    if name == "stray_completion":      # a warm-up leftover: not a fault of the protocol's own
+        upd = {f"STR{r}": s[f"STR{r}"] + 1}
+        _push_cqe(s, prm, r, "QW", upd)
+        return Move(z3.And(prm["FAULTS"], alive(s, r), ph != INIT, z3.ULT(s[f"STR{r}"], 2)),
+                    upd)
+    if name == "timeout":       # spurious: the wait gives up
+        return Move(z3.And(prm["FAULTS"], ph == WAIT), failed)
+    if name == "peer_gone":     # the peer is dead and the rank waits for it
+        waits = z3.Or(ph == WAIT, z3.And(ph == ARM_BAR_READ, s[f"TB{p}"] == 0))
+        return Move(z3.And(z3.Not(alive(s, p)), waits), {f"ph{r}": z3.BitVecVal(FAILED, 8)})
+    if name == "bad_call":      # a wrong layer or seq: gate() refuses it
+        return Move(z3.And(prm["FAULTS"], ph == IDLE, z3.ULT(s[f"L{r}"], prm["OPS"])), failed)
+    raise KeyError(name)
+
+
 def _deliver(s: State, prm: Params, src: int) -> Move:
-    """The wire head from src meets the peer's receive-queue head (UC)."""
+    """The wire head from src meets the peer's receive-queue head (UC); a dead peer's NIC
+    takes nothing."""
     dst = 1 - src
     upd: dict[str, z3.ExprRef] = {f"WIRE{src}": s[f"WIRE{src}"] - 1}
     no_recv = z3.Or(s[f"RQ{dst}"] == 0, s[f"OVF{dst}"])
@@ -247,29 +294,41 @@ def _deliver(s: State, prm: Params, src: int) -> Move:
     land["clobbered"] = z3.Or(s["clobbered"], z3.And(aligned, clobber))
     land[f"ARR{dst}"] = z3.If(z3.And(aligned, z3.Not(clobber), last_chunk),
                               umax(s[f"ARR{dst}"], gate), s[f"ARR{dst}"])
+    live = alive(s, dst)
     for k, v in land.items():
-        upd[k] = z3.If(no_recv, s[k], v)
-    upd["dropped"] = z3.Or(s["dropped"], no_recv)
+        upd[k] = z3.If(z3.Or(no_recv, z3.Not(live)), s[k], v)
+    upd["dropped"] = z3.Or(s["dropped"], z3.And(live, no_recv))
     return Move(s[f"WIRE{src}"] != 0, upd)
 
 
 def _reap(s: State, prm: Params, r: int, choice: Mapping[str, z3.ExprRef]) -> Move:
-    """Poll min(16, CQ) completions: ks sends and kr receives. The split is free (the CQ's
-    interleaving is not kept); where the CQ holds at most 16 entries, which the invariants
-    bound, it is forced: everything is reaped."""
-    ks, kr = choice[f"ks{r}"], choice[f"kr{r}"]
+    """Poll min(16, CQ) completions: ks sends, kr receives, kw warm-up leftovers (ignored) and
+    ke error completions. The split is free (the CQ's interleaving is not kept); where the CQ
+    holds at most 16 entries, which the invariants bound, it is forced: everything is reaped.
+    An error fails the rank, which keeps the accounting of the ksb sends and krb receives
+    polled before it (all of them, without an error)."""
+    ks, kr, kw, ke = (choice[f"{k}{r}"] for k in ("ks", "kr", "kw", "ke"))
+    ksb, krb = choice[f"ksb{r}"], choice[f"krb{r}"]
     n = umin(cq_used(s, r), z3.BitVecVal(POLL_BATCH, 32))
-    split = z3.And(ks + kr == n, z3.ULE(ks, s[f"QS{r}"]), z3.ULE(kr, s[f"QR{r}"]))
+    error = ke != 0
+    split = z3.And(ks + kr + kw + ke == n, z3.ULE(ks, s[f"QS{r}"]), z3.ULE(kr, s[f"QR{r}"]),
+                   z3.ULE(kw, z3.ZeroExt(24, s[f"QW{r}"])),
+                   z3.ULE(ke, z3.ZeroExt(24, s[f"QE{r}"])),
+                   z3.If(error, z3.And(z3.ULE(ksb, ks), z3.ULE(krb, kr)),
+                         z3.And(ksb == ks, krb == kr)))
     rr = recvs_reaped(s, r)
-    top = div_c(prm, rr + z64(kr))      # highest gate whose last chunk is among those reaped
+    top = div_c(prm, rr + z64(krb))     # highest gate whose last chunk is among those taken
     rd = z3.If(z3.UGT(top, div_c(prm, rr)), umax(s[f"RD{r}"], top), s[f"RD{r}"])
     # tag-every-chunk: any chunk's completion names its gate, the last reaped chunk's included
-    newest = div_c(prm, rr + z64(kr) + times_c(prm, z3.BitVecVal(1, 64)) - 1)
-    rd = z3.If(z3.And(prm["tag_every_chunk"], kr != 0), umax(s[f"RD{r}"], newest), rd)
+    newest = div_c(prm, rr + z64(krb) + times_c(prm, z3.BitVecVal(1, 64)) - 1)
+    rd = z3.If(z3.And(prm["tag_every_chunk"], krb != 0), umax(s[f"RD{r}"], newest), rd)
     so = s[f"SO{r}"]
     return Move(z3.And(s[f"ph{r}"] == WAIT, cq_used(s, r) != 0, split),
-                {f"QS{r}": s[f"QS{r}"] - ks, f"QR{r}": s[f"QR{r}"] - kr, f"RD{r}": rd,
-                 f"SO{r}": z3.If(z3.UGE(so, ks), so - ks, z3.BitVecVal(0, 32))})
+                {f"QS{r}": s[f"QS{r}"] - ks, f"QR{r}": s[f"QR{r}"] - kr,
+                 f"QW{r}": s[f"QW{r}"] - z3.Extract(7, 0, kw),
+                 f"QE{r}": s[f"QE{r}"] - z3.Extract(7, 0, ke), f"RD{r}": rd,
+                 f"SO{r}": z3.If(z3.UGE(so, ksb), so - ksb, z3.BitVecVal(0, 32)),
+                 f"ph{r}": z3.If(error, z3.BitVecVal(FAILED, 8), s[f"ph{r}"])})
 
 
 def frame(s: State, t: State, upd: Mapping[str, z3.ExprRef]) -> z3.BoolRef:
@@ -277,7 +336,7 @@ def frame(s: State, t: State, upd: Mapping[str, z3.ExprRef]) -> z3.BoolRef:
 
 
 def fresh_choice(tag: str) -> dict[str, z3.ExprRef]:
-    return {f"{k}{r}": z3.BitVec(f"{k}{r}@{tag}", 32) for r in (0, 1) for k in ("ks", "kr")}
+    return {f"{k}{r}": z3.BitVec(f"{k}{r}@{tag}", 32) for r in (0, 1) for k in CHOICES}
 
 
 def move(name: str, r: int, s: State, t: State, prm: Params,
@@ -306,8 +365,8 @@ def both(f: Callable[[State, Params, int], z3.BoolRef]) -> Callable[[State, Para
 
 
 def _send_accounting(s: State, prm: Params, r: int) -> z3.BoolRef:
-    # the spec judges only a live QP in RTS; an overflowed CQ put it in error
-    return z3.Or(s[f"OVF{r}"], s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"])
+    # the spec judges only a live rank's QP in RTS; an overflowed CQ put it in error
+    return z3.Or(s[f"OVF{r}"], z3.Not(alive(s, r)), s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"])
 
 
 def _queue_bounds(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -316,7 +375,8 @@ def _queue_bounds(s: State, prm: Params, r: int) -> z3.BoolRef:
 
 
 def _watermark_sound(s: State, prm: Params, r: int) -> z3.BoolRef:
-    return z3.And(z3.Not(s["stale"]), z3.ULE(s[f"RD{r}"], s[f"ARR{r}"]))
+    return z3.And(z3.Not(s["stale"]),
+                  z3.Or(z3.Not(alive(s, r)), z3.ULE(s[f"RD{r}"], s[f"ARR{r}"])))
 
 
 # The properties, as the spec's invariants of the same names judge them (gate_system.py).
@@ -330,50 +390,62 @@ PROPERTIES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
     "gate_order": lambda s, prm: z3.Not(s["out_of_order"]),
     # no big-gate phase exists in the decode-only workload the model covers, and every posted
     # receive is a decode receive: the property is that every phase is a decode-window one
-    "mode_exclusive": both(lambda s, prm, r: z3.ULE(s[f"ph{r}"], HOLD)),
+    "mode_exclusive": both(lambda s, prm, r: z3.ULE(s[f"ph{r}"], CRASHED)),
 }
 
 
 def done(s: State, prm: Params) -> z3.BoolRef:
-    """Both ranks idle with the workload called (the spec's GateSystem.done)."""
-    return z3.And([z3.And(s[f"ph{r}"] == IDLE, z3.UGE(s[f"L{r}"], prm["OPS"])) for r in (0, 1)])
+    """Each rank idle with the workload called, or dead (the spec's GateSystem.done)."""
+    return z3.And([z3.Or(z3.And(s[f"ph{r}"] == IDLE, z3.UGE(s[f"L{r}"], prm["OPS"])),
+                         z3.Not(alive(s, r))) for r in (0, 1)])
 
 
 def reap_witness(s: State, r: int) -> dict[str, z3.ExprRef]:
-    """A split of one poll between send and receive completions that always exists."""
+    """A split of one poll between the kinds of completion that always exists."""
     n = umin(cq_used(s, r), z3.BitVecVal(POLL_BATCH, 32))
     ks = umin(s[f"QS{r}"], n)
-    return {f"ks{r}": ks, f"kr{r}": n - ks}
+    kr = umin(s[f"QR{r}"], n - ks)
+    kw = umin(z3.ZeroExt(24, s[f"QW{r}"]), n - ks - kr)
+    ke = n - ks - kr - kw
+    return {f"ks{r}": ks, f"kr{r}": kr, f"kw{r}": kw, f"ke{r}": ke,
+            f"ksb{r}": ks, f"krb{r}": kr}
 
 
-def can_progress(s: State, prm: Params) -> z3.BoolRef:
-    """Some action of the model is enabled (every one of them is a progress action)."""
-    guards = []
-    for r in (0, 1):
-        choice = {**reap_witness(s, 0), **reap_witness(s, 1)}
-        guards += [action_move(a, r, s, prm, choice).guard for a in ACTIONS]
-    return z3.Or(guards)
+def can_run(s: State, prm: Params, actions: Iterable[str]) -> z3.BoolRef:
+    """Some of these actions is enabled."""
+    choice = {**reap_witness(s, 0), **reap_witness(s, 1)}
+    return z3.Or([action_move(a, r, s, prm, choice).guard for a in actions for r in (0, 1)])
+
+
+def _no_deadlock(s: State, prm: Params) -> z3.BoolRef:
+    """The spec's no_deadlock: without a fault no rank fails and a progress step stays enabled
+    until done; after one, some step (a fault's consequence included) stays enabled until every
+    rank is done or dead. The model's failures are all documented errors."""
+    ok = z3.Or(done(s, prm), can_run(s, prm, PROGRESS_ACTIONS))
+    return z3.If(s["faulted"], z3.Or(done(s, prm), can_run(s, prm, ACTIONS)),
+                 z3.And(ok, *(s[f"ph{r}"] != FAILED for r in (0, 1))))
 
 
 # Properties that follow from the inductive invariant in every state it admits (not proved by
-# consecution of their own): the fault-free no_deadlock.
-CONSEQUENCES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
-    "no_deadlock": lambda s, prm: z3.Or(done(s, prm), can_progress(s, prm)),
-}
+# consecution of their own).
+CONSEQUENCES: dict[str, Callable[[State, Params], z3.BoolRef]] = {"no_deadlock": _no_deadlock}
 
 
 # Strengthening invariants: facts of every reachable state that make the properties inductive.
 def _phase_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Phase fixes seq, the window flag and the sends: S = L or L + 1, sends only in WAIT."""
-    ph, L, S = s[f"ph{r}"], s[f"L{r}"], s[f"S{r}"]
+    """Phase fixes seq, the window flag and the sends: S = L or L + 1, sends only in WAIT. A
+    dead rank keeps what it had when it died."""
+    ph, L, S, sent = s[f"ph{r}"], s[f"L{r}"], s[f"S{r}"], s[f"SENT{r}"]
     opening = ph_in(s, r, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT)
-    return z3.And(
-        z3.ULE(ph, HOLD),
+    live = z3.And(
         z3.If(opening, S == L + 1, S == L),
         z3.Implies(ph_in(s, r, INIT, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ), L == 0),
         z3.Implies(ph == HOLD, L != 0),
         s[f"WA{r}"] == z3.Or(ph_in(s, r, SEND, WAIT, HOLD), z3.And(ph == IDLE, L != 0)),
-        s[f"SENT{r}"] == z3.If(ph == WAIT, S, L))
+        sent == z3.If(ph == WAIT, S, L))
+    dead = z3.And(z3.ULE(L, S), z3.ULE(S, L + 1), z3.Or(sent == S, sent == L),
+                  z3.Implies(L != 0, s[f"WA{r}"]))
+    return z3.And(z3.ULE(ph, CRASHED), z3.If(alive(s, r), live, dead))
 
 
 def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -386,10 +458,13 @@ def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
 
 
 def _window_posted(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Armed, the receives posted so far cover gates 1 .. last_gate_seq + window."""
+    """Armed, the receives posted so far cover gates 1 .. last_gate_seq + window (a dead rank:
+    either that or none)."""
     total = s[f"LANDED{r}"] + z64(s[f"RQ{r}"])
-    return z3.If(armed(s, r), total == times_c(prm, s[f"L{r}"] + prm["W"]),
-                 z3.And(s[f"LANDED{r}"] == 0, s[f"RQ{r}"] == 0))
+    full = total == times_c(prm, s[f"L{r}"] + prm["W"])
+    none = z3.And(s[f"LANDED{r}"] == 0, s[f"RQ{r}"] == 0)
+    return z3.If(alive(s, r), z3.If(armed(s, r), full, none),
+                 z3.If(s[f"WA{r}"], full, z3.Or(full, none)))
 
 
 def _barrier_bytes(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -399,24 +474,31 @@ def _barrier_bytes(s: State, prm: Params, r: int) -> z3.BoolRef:
     wrote = z3.Or(s[f"ph{r}"] == ARM_BAR_READ, s[f"WA{r}"])
     in_flight = z3.If(z3.And(wrote, z3.Not(s[f"WA{p}"])), z3.BitVecVal(1, 8),
                       z3.BitVecVal(0, 8))
-    return z3.And(s[f"TB{r}"] == in_flight, z3.Implies(s[f"WA{p}"], wrote))
+    return z3.And(z3.ULE(s[f"TB{r}"], 1),
+                  z3.If(alive(s, r), z3.And(s[f"TB{r}"] == in_flight,
+                                            z3.Implies(s[f"WA{p}"], wrote)),
+                        z3.Implies(s[f"WA{p}"], s[f"TB{r}"] == 0)))
 
 
 def _streams_conserved(s: State, prm: Params, r: int) -> z3.BoolRef:
     """Every chunk r sent is in its send queue, on the wire, or landed at the peer, in order."""
     p = 1 - r
     sent = times_c(prm, s[f"SENT{r}"])
-    return z3.And(z3.ULE(z64(s[f"SQ{r}"]) + z64(s[f"WIRE{r}"]), sent),
-                  s[f"LANDED{p}"] == delivered(s, prm, r),
+    # a dead peer's NIC takes nothing: what reaches it is gone
+    landed = z3.If(alive(s, p), s[f"LANDED{p}"] == delivered(s, prm, r),
+                   z3.ULE(s[f"LANDED{p}"], delivered(s, prm, r)))
+    return z3.And(z3.ULE(z64(s[f"SQ{r}"]) + z64(s[f"WIRE{r}"]), sent), landed,
                   z3.ULE(z64(s[f"QS{r}"]), transmitted(s, prm, r)),
                   z3.ULE(z64(s[f"QR{r}"]), s[f"LANDED{r}"]),
-                  s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"])
+                  z3.Implies(alive(s, r), s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"]))
 
 
 def _watermark_counts_reaped(s: State, prm: Params, r: int) -> z3.BoolRef:
     """recv_done is the last gate whose last chunk's completion was reaped; arrived is the
     last gate whose last chunk landed; a passed gate is below both."""
-    return z3.And(s[f"RD{r}"] == div_c(prm, recvs_reaped(s, r)),
+    counted = div_c(prm, recvs_reaped(s, r))
+    # a rank failed by an error completion kept only what it polled before the error
+    return z3.And(z3.If(alive(s, r), s[f"RD{r}"] == counted, z3.ULE(s[f"RD{r}"], counted)),
                   s[f"ARR{r}"] == div_c(prm, s[f"LANDED{r}"]),
                   z3.ULE(s[f"L{r}"], s[f"RD{r}"]))
 
@@ -442,7 +524,19 @@ def _completions_behind(s: State, prm: Params, r: int) -> z3.BoolRef:
                       prm, z3.BitVecVal(1, 64))),
                   z3.ULE(z64(s[f"QS{r}"]), c2), z3.ULE(z64(s[f"QR{r}"]), c2),
                   z3.ULE(z64(s[f"SQ{r}"]), c2),
-                  z3.ULE(z64(s[f"RQ{r}"]), times_c(prm, prm["W"])))
+                  z3.ULE(z64(s[f"RQ{r}"]), times_c(prm, prm["W"])),
+                  # at most one leftover of each kind and one injected error completion
+                  z3.ULE(s[f"QW{r}"], s[f"STR{r}"]), z3.ULE(s[f"STR{r}"], 2),
+                  z3.ULE(s[f"QE{r}"], z3.If(s[f"EU{r}"], z3.BitVecVal(1, 8),
+                                            z3.BitVecVal(0, 8))))
+
+
+def _faults_recorded(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """A dead rank or an injected error completion means a fault was injected, and none is
+    without faults explored."""
+    return z3.And(z3.Implies(z3.Or(z3.Not(alive(s, r)), s[f"EU{r}"]), s["faulted"]),
+                  z3.Implies(z3.Not(prm["FAULTS"]),
+                             z3.And(z3.Not(s["faulted"]), s[f"STR{r}"] == 0)))
 
 
 LEMMAS: dict[str, Callable[[State, Params], z3.BoolRef]] = {
@@ -457,6 +551,7 @@ LEMMAS: dict[str, Callable[[State, Params], z3.BoolRef]] = {
     # queue_bounds' CQ part on its own, so that an undersized receive or send queue (which the
     # spec only flags) does not take the CQ facts the other proofs need down with it
     "cq_no_overflow": both(lambda s, prm, r: z3.Not(s[f"OVF{r}"])),
+    "faults_recorded": both(_faults_recorded),
 }
 
 
@@ -512,6 +607,7 @@ def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
            ) -> z3.BoolRef:
     conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
     conds += [z3.Not(prm[f]) for f in MODEL_VARIANTS.values() if f]     # the base protocol
+    conds.append(z3.Not(prm["FAULTS"]))
     if window_max is not None:
         conds.append(z3.ULE(prm["W"], window_max))
     return z3.And(domain(prm), *conds)
@@ -539,7 +635,8 @@ def params_of(cfg: GateConfig, variants: Iterable[str] = ()) -> dict[str, int]:
     flags = {MODEL_VARIANTS[v] for v in variants if MODEL_VARIANTS.get(v)}
     return {"W": cfg.window, "C": cfg.chunks, "P": slot_period(cfg), "rq_depth": cfg.rq_depth,
             "sq_depth": cfg.sq_depth, "cq_depth": cfg.cq_depth, "chain_max": cfg.chain_max,
-            "OPS": cfg.ops, **{f: int(f in flags) for f in set(MODEL_VARIANTS.values()) - {None}}}
+            "OPS": cfg.ops, "FAULTS": cfg.faults,
+            **{f: int(f in flags) for f in set(MODEL_VARIANTS.values()) - {None}}}
 
 
 def param_terms(values: Mapping[str, int]) -> Params:
@@ -572,22 +669,38 @@ def alpha(cfg: GateConfig, st: GateState) -> dict[str, Any]:
             f"ph{r}": PHASE_CODE[rk.phase], f"S{r}": rk.seq, f"L{r}": rk.last_gate_seq,
             f"RD{r}": rk.recv_done, f"WA{r}": rk.window_active, f"SO{r}": rk.send_outstanding,
             f"SENT{r}": rk.sent_seq, f"SQ{r}": len(qp.sq), f"WIRE{r}": len(f.wire[r]),
-            f"QS{r}": sum(1 for e in qp.cq if e.opcode == "send"),
-            f"QR{r}": sum(1 for e in qp.cq if e.opcode == "recv"),
+            f"QS{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "ks"),
+            f"QR{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "kr"),
+            f"QW{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "kw"),
+            f"QE{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "ke"),
+            f"STR{r}": len(rk.strays), f"EU{r}": "cqe" in rk.faults_used,
             f"RQ{r}": len(qp.rq), f"LANDED{r}": landed, f"ARR{r}": rk.arrived,
             f"TB{r}": len(f.tcp[r]), f"OVF{r}": qp.cq_overflow})
     g = st.ghost
     out.update({"dropped": bool(g.drops), "misaligned": bool(g.misaligned),
                 "clobbered": bool(g.clobbered), "stale": bool(g.stale),
-                "out_of_order": bool(g.order), "long_chain": bool(g.long_chains)})
+                "out_of_order": bool(g.order), "long_chain": bool(g.long_chains),
+                "faulted": g.faulted})
     return out
 
 
+def _cqe_kind(e: Any) -> str:
+    """Which of the model's CQ counts a completion belongs to (its reap choice name)."""
+    if e.status != ST_OK:
+        return "ke"
+    if e.payload.kind == "warm":
+        return "kw"
+    return "ks" if e.opcode == "send" else "kr"
+
+
 def reap_choice(st: GateState, r: int) -> dict[str, int]:
-    """How many send and receive completions the spec's reap takes (the first 16)."""
-    got = st.fabric.qps[r].cq[:POLL_BATCH]
-    ks = sum(1 for e in got if e.opcode == "send")
-    return {f"ks{r}": ks, f"kr{r}": len(got) - ks}
+    """How the spec's reap splits the first 16 completions, and how many sends and receives
+    precede the first error among them."""
+    got = [_cqe_kind(e) for e in st.fabric.qps[r].cq[:POLL_BATCH]]
+    before = got[:got.index("ke")] if "ke" in got else got
+    out = {f"{k}{r}": got.count(k) for k in ("ks", "kr", "kw", "ke")}
+    out.update({f"ksb{r}": before.count("ks"), f"krb{r}": before.count("kr")})
+    return out
 
 
 def value_terms(values: Mapping[str, Any], like: Mapping[str, z3.ExprRef]
@@ -644,7 +757,7 @@ def swap_ranks(s: Mapping[str, z3.ExprRef]) -> dict[str, z3.ExprRef]:
     out = {}
     for k, v in s.items():
         base, last = k[:-1], k[-1:]
-        if last in ("0", "1") and (base in RANK_VARS or base in ("ks", "kr")):
+        if last in ("0", "1") and (base in RANK_VARS or base in CHOICES):
             k = f"{base}{1 - int(last)}"
         out[k] = v
     return out
@@ -847,18 +960,21 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
         keep = [n for n in keep if n not in dropped]
 
 
-SCOPE = ("decode gates only, over UC, without faults (qp_type=uc, faults=0, wire_loss=0, "
-         "big_gates=0); the base protocol or the variants no-barrier, tag-every-chunk, "
-         "signal-last-only (with unsignaled_completions=1) and no-seq-check")
+SCOPE = ("decode gates only, over UC, with or without faults (crashes, error and warm-up "
+         "completions, timeouts, bad calls; qp_type=uc, wire_loss=0, big_gates=0); the base "
+         "protocol or the variants no-barrier, tag-every-chunk, signal-last-only (with "
+         "unsignaled_completions=1) and no-seq-check (without faults)")
 
 
 def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
     """Why the model does not cover a configuration (drain, big gates and faults are not in
     it yet), or None."""
     outside = [f"{k}={getattr(cfg, k)}" for k, want in
-               (("qp_type", "uc"), ("faults", 0), ("wire_loss", 0), ("big_gates", 0))
+               (("qp_type", "uc"), ("wire_loss", 0), ("big_gates", 0))
                if getattr(cfg, k) != want]
     outside += [f"variant {v}" for v in variants if v not in MODEL_VARIANTS]
+    if "no-seq-check" in variants and cfg.faults:
+        outside.append("no-seq-check with faults=1 (bad calls)")
     if "signal-last-only" in variants and not cfg.unsignaled_completions:
         outside.append("signal-last-only with unsignaled_completions=0")
     if not outside:
@@ -956,8 +1072,8 @@ def spec_counterexample(values: Mapping[str, Any], prop: str, variants: Sequence
     from verbspec.proofs.search import bounded_search
     from verbspec.spec.gate_system import build
 
-    system = build({**values, "faults": 0, "big_gates": 0}, variants)
-    res = bounded_search(system, depth=depth, target=prop, faults=False,
+    system = build({**values, "big_gates": 0}, variants)
+    res = bounded_search(system, depth=depth, target=prop, faults=bool(system.params.faults),
                          max_states=max_states, variants=variants)
     if res.trace is None:
         return None
@@ -998,7 +1114,8 @@ def region_table(*, window_max: int | None = 256,
     for cond in CONDITIONS:
         t0 = time.perf_counter()
         where = f"outside: not ({cond.name}), e.g. {cond.example}"
-        run = spec_counterexample(cond.example, cond.breaks, depth=60, max_states=600_000)
+        run = spec_counterexample({**cond.example, "faults": 0}, cond.breaks, depth=60,
+                                  max_states=600_000)
         notes, verdict = [], "inconclusive"
         if run is not None:
             notes.append(f"spec: shortest run {run.moves} moves: {run.trace.message}; model "
