@@ -25,6 +25,10 @@ METHODS = ("explore", "bmc", "prove")
 # gate states roughly double per level past 26 (about 86k at depth 31), so at the defaults the
 # fault-free budget, not this depth, ends the search.
 BMC_FAULT_FREE_DEPTHS: dict[str, int] = {"gate": 40}
+# bmc's third phase: how deep to search runs with at most one fault action, for protocols whose
+# module does not set BMC_ONE_FAULT_DEPTH itself (a protocol with neither gets no third phase).
+# At the gate defaults the one-fault budget, not this depth, ends the search.
+BMC_ONE_FAULT_DEPTHS: dict[str, int] = {"gate": 40}
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Options:
     depth: int | None = None
     max_states: int = 400_000
     fault_free_max_states: int = 100_000     # bmc: state budget of the fault-free phase
+    one_fault_max_states: int = 100_000      # bmc: state budget of the one-fault phase
     trace_dir: Path = Path("verbspec-traces")
     progress: Callable[[str], None] | None = None
 
@@ -78,10 +83,12 @@ def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[
 
 
 def run_bmc(system: System, variants: Sequence[str], opts: Options, default_depth: int,
-            fault_free_depth: int | None = None) -> list[Result]:
+            fault_free_depth: int | None = None,
+            one_fault_depth: int | None = None) -> list[Result]:
     """Breadth-first bounded search. With ``fault_free_depth``, a second phase searches the
     fault-free runs (fault actions excluded) deeper, from the initial state again, when the
-    first phase neither found a violation nor exhausted the state space."""
+    first phase neither found a violation nor exhausted the state space; with
+    ``one_fault_depth``, a third phase then searches the runs with at most one fault action."""
     depth = opts.depth if opts.depth is not None else default_depth
 
     def tick(level: int, states: int) -> None:
@@ -90,8 +97,8 @@ def run_bmc(system: System, variants: Sequence[str], opts: Options, default_dept
 
     res = bounded_search(system, depth=depth, max_states=opts.max_states, variants=variants,
                          progress=tick)
-    if fault_free_depth is not None:
-        return _layered_bmc(system, variants, opts, res, fault_free_depth)
+    if fault_free_depth is not None or one_fault_depth is not None:
+        return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth)
     if res.exhausted:
         bound = f"every reachable state ({res.states} states, depth {res.depth})"
     elif res.cut:
@@ -111,12 +118,68 @@ def _covered(res: SearchResult) -> int:
     return res.depth - 1 if res.violation is not None else res.depth
 
 
+def _proved(results: list[Result]) -> list[Result]:
+    return [Result(r.invariant, r.protocol, r.method, "proved", r.bound, r.seconds)
+            for r in results]
+
+
+@dataclass(frozen=True)
+class _Limited:
+    """A deeper phase over the runs with at most ``faults`` fault actions: what it covered."""
+
+    res: SearchResult
+    faults: int
+    budget: str
+
+    @property
+    def covered(self) -> int:
+        return _covered(self.res)
+
+    @property
+    def every(self) -> bool:
+        """No run within the covered depth goes past the fault limit: they are all the runs."""
+        lvl = self.res.fault_level
+        return lvl is None or lvl >= self.covered
+
+    @property
+    def runs(self) -> str:
+        return "fault-free runs" if self.faults == 0 else "runs with at most one fault"
+
+    @property
+    def run(self) -> str:
+        return self.runs.replace("runs", "run", 1)
+
+    @property
+    def past_limit(self) -> str:
+        return "no fault action" if self.faults == 0 else "no second fault action"
+
+    def bound(self) -> str:
+        r, n = self.res, self.covered
+        if r.exhausted:
+            if self.every:
+                return (f"every reachable state ({r.states:,} states, depth {r.depth}; "
+                        f"{self.past_limit} is ever enabled)")
+            return f"every state {self.runs} reach ({r.states:,} states, depth {r.depth})"
+        kind = "all runs" if self.every else self.runs
+        if r.cut:
+            text = f"{kind} of <= {n} steps, then cut at {r.states:,} states ({self.budget})"
+        else:
+            text = f"{kind} of <= {n} steps ({r.states:,} states)"
+        return text + (f"; {self.past_limit} is enabled within them" if self.every else "")
+
+    def clause(self) -> str:
+        """What this phase rules out, for a deeper phase's violation."""
+        return f"no {self.run} of <= {self.covered} steps ({self.res.states:,} states)"
+
+
 def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: SearchResult,
-                 fault_free_depth: int) -> list[Result]:
+                 fault_free_depth: int | None, one_fault_depth: int | None) -> list[Result]:
     """Phase 1 (every run, faults included) is ``res``; phase 2 searches fault-free runs up to
-    ``fault_free_depth`` steps with its own budget. A violation of phase 1 is a shortest one of
-    all runs; one of phase 2 is a shortest fault-free one, and no run of any kind within
-    phase 1's bound breaks an invariant. Only an exhausted search of all runs proves."""
+    ``fault_free_depth`` steps and phase 3 runs with at most one fault action up to
+    ``one_fault_depth`` steps, each with its own budget and from the initial state again. A
+    violation of phase 1 is a shortest one of all runs; one of phase 2 a shortest fault-free
+    one, one of phase 3 a shortest one with at most one fault; each comes with what the phases
+    before it ruled out. Only an exhausted search of all runs proves."""
     n1 = _covered(res)
     if res.exhausted:
         bound1 = f"every reachable state ({res.states:,} states, depth {res.depth})"
@@ -131,50 +194,57 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
                         f"trace of {steps} steps, a shortest run: no run of <= {n1} steps "
                         f"breaks an invariant ({res.states:,} states)")
     if res.exhausted:
-        return [Result(r.invariant, r.protocol, r.method, "proved", r.bound, r.seconds)
-                for r in _results(system, "bmc", bound1, res.seconds, None, opts, variants)]
-    if fault_free_depth <= n1:
-        return _results(system, "bmc", bound1, res.seconds, None, opts, variants)
+        return _proved(_results(system, "bmc", bound1, res.seconds, None, opts, variants))
 
-    def tick(level: int, states: int) -> None:
-        if opts.progress:
-            opts.progress(f"bmc fault-free depth {level}: {states} states")
+    bounds = [bound1]
+    seconds = res.seconds
+    # (clause, depth, fault limit) of each phase so far
+    ruled_out: list[tuple[str, int, int | None]] = [
+        (f"no run of any kind of <= {n1} steps ({res.states:,} states)", n1, None)]
+    every_to = n1        # all runs of <= every_to steps are covered
+    phases = ((fault_free_depth, 0, opts.fault_free_max_states, "fault-free budget",
+               "fault-free"),
+              (one_fault_depth, 1, opts.one_fault_max_states, "one-fault budget", "one-fault"))
+    for depth, faults, budget, budget_name, label in phases:
+        if depth is None or depth <= every_to:
+            continue
 
-    ff = bounded_search(system, depth=fault_free_depth, max_states=opts.fault_free_max_states,
-                        variants=variants, faults=False, progress=tick)
-    n2 = _covered(ff)
-    seconds = res.seconds + ff.seconds
-    # no fault action enabled in any state the fault-free runs reach: they are all the runs
-    every = ff.fault_level is None or ff.fault_level >= n2
-    kind = "all" if every else "fault-free"
-    if ff.exhausted:
-        bound2 = (f"every reachable state ({ff.states:,} states, depth {ff.depth}; no fault "
-                  f"action is ever enabled)" if every else
-                  f"every state fault-free runs reach ({ff.states:,} states, depth {ff.depth})")
-    elif ff.cut:
-        bound2 = (f"{kind} runs of <= {n2} steps, then cut at {ff.states:,} states "
-                  f"(fault-free budget)")
-    else:
-        bound2 = f"{kind} runs of <= {n2} steps ({ff.states:,} states)"
-    if every:
-        bound2 += "" if ff.exhausted else "; no fault action is enabled within them"
-    bound = f"{bound1}; {bound2}"
-    if ff.violation is not None:
-        steps = len(ff.violation.trace) - 1
-        if every:
-            shortest = (f"trace of {steps} steps, a shortest run: no run of <= {n2} steps "
-                        f"breaks an invariant ({ff.states:,} states; no fault action is "
-                        f"enabled within them)")
-        else:
-            shortest = (f"trace of {steps} steps, a shortest fault-free run: no run of any "
-                        f"kind of <= {n1} steps ({res.states:,} states) and no fault-free run "
-                        f"of <= {n2} steps ({ff.states:,} states) breaks an invariant")
-        return _results(system, "bmc", bound, seconds, ff.violation, opts, variants, shortest)
-    results = _results(system, "bmc", bound, seconds, None, opts, variants)
-    if ff.exhausted and every:
-        results = [Result(r.invariant, r.protocol, r.method, "proved", r.bound, r.seconds)
-                   for r in results]
-    return results
+        def tick(level: int, states: int, label: str = label) -> None:
+            if opts.progress:
+                opts.progress(f"bmc {label} depth {level}: {states} states")
+
+        ph = _Limited(bounded_search(system, depth=depth, max_states=budget, variants=variants,
+                                     max_faults=faults, progress=tick),
+                      faults, budget_name)
+        seconds += ph.res.seconds
+        bounds.append(ph.bound())
+        bound = "; ".join(bounds)
+        n = ph.covered
+        if ph.res.violation is not None:
+            steps = len(ph.res.violation.trace) - 1
+            if ph.every:
+                shortest = (f"trace of {steps} steps, a shortest run: no run of <= {n} steps "
+                            f"breaks an invariant ({ph.res.states:,} states; {ph.past_limit} "
+                            f"is enabled within them)")
+            else:
+                # a fault-free phase's clause says more only where it went deeper
+                earlier = [c for c, k, lim in ruled_out if lim is None or k > n]
+                shortest = (f"trace of {steps} steps, a shortest {ph.run}: "
+                            f"{_join(earlier + [ph.clause()])} breaks an invariant")
+            return _results(system, "bmc", bound, seconds, ph.res.violation, opts, variants,
+                            shortest)
+        if ph.res.exhausted and ph.every:
+            return _proved(_results(system, "bmc", bound, seconds, None, opts, variants))
+        if ph.every:
+            every_to = max(every_to, n)
+        ruled_out.append((ph.clause(), n, faults))
+    return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
+
+
+def _join(clauses: list[str]) -> str:
+    if len(clauses) <= 2:
+        return " and ".join(clauses)
+    return ", ".join(clauses[:-1]) + " and " + clauses[-1]
 
 
 def run_method(module: ModuleType, method: str, values: dict[str, Any],
@@ -185,7 +255,9 @@ def run_method(module: ModuleType, method: str, values: dict[str, Any],
     if method == "bmc":
         return run_bmc(system, variants, opts, getattr(module, "BMC_DEPTH", 12),
                        getattr(module, "BMC_FAULT_FREE_DEPTH",
-                               BMC_FAULT_FREE_DEPTHS.get(module.PROTOCOL)))
+                               BMC_FAULT_FREE_DEPTHS.get(module.PROTOCOL)),
+                       getattr(module, "BMC_ONE_FAULT_DEPTH",
+                               BMC_ONE_FAULT_DEPTHS.get(module.PROTOCOL)))
     if method == "prove":
         prove = getattr(module, "prove", None)
         if prove is None:

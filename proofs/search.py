@@ -33,8 +33,9 @@ class SearchResult:
     cut: bool             # True when max_states stopped the search early
     seconds: float
     violation: InvariantViolation | None
-    # faults=False only: the shallowest level at which an expanded state had a fault action
-    # enabled (None if none had), so every run of <= fault_level steps is fault-free
+    # with a fault limit (faults=False, or max_faults): the shallowest level at which an
+    # expanded state that had used up the limit had a fault action enabled (None if none had),
+    # so every run of <= fault_level steps keeps within the limit
     fault_level: int | None = None
 
     @property
@@ -44,15 +45,20 @@ class SearchResult:
 
 def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
                    variants: Sequence[str] = (), faults: bool = True,
+                   max_faults: int | None = None,
                    target: str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> SearchResult:
     """Search every interleaving up to ``depth`` steps. With ``target``, violations of other
     invariants are dead ends and the search looks for a shortest violation of ``target``.
 
-    With ``faults=False`` fault actions are not taken, and the result's ``fault_level`` says
-    from which depth the fault-free runs stop being all the runs (None: never within the
-    levels expanded)."""
+    With ``faults=False`` fault actions are not taken (the same as ``max_faults=0``); with
+    ``max_faults=n`` a run takes at most n fault actions, and the number it has taken is part
+    of each search node (a state reached with fewer faults is a different node), so the first
+    violation found is a shortest run with at most n faults. The result's ``fault_level`` says
+    from which depth the runs within the limit stop being all the runs (None: never within
+    the levels expanded)."""
     t0 = time.perf_counter()
+    limit = 0 if not faults else max_faults
     root = start_trace(system, variants)
     init = _Key(root.steps[0].state)
     # parent links rebuild the shortest trace once a violation is found
@@ -60,18 +66,20 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
     frontier = [init]
     transitions = 0
     level = 0
-    fault_actions = () if faults else tuple(a for a in system.actions if a.fault)
+    fault_actions = () if limit is None else tuple(a for a in system.actions if a.fault)
     fault_level: int | None = None
     while frontier and level < depth:
         nxt = []
         for pk in frontier:
             pre = pk.state
-            if fault_level is None and any(a.is_enabled(pre) for a in fault_actions):
+            spent = limit is not None and pk.faults >= limit
+            if (fault_level is None and spent
+                    and any(a.is_enabled(pre) for a in fault_actions)):
                 fault_level = level
-            for act, args in enabled_moves(system, pre, faults=faults):
+            for act, args in enabled_moves(system, pre, faults=not spent):
                 post, obs = act.apply(pre, *args)
                 transitions += 1
-                key = _Key(post)
+                key = _Key(post, pk.faults + 1 if act.fault and limit else pk.faults)
                 seen = key in parent
                 bad = check_step(system, pre, act.name, args, post, obs)
                 if bad is None and not seen:
@@ -101,20 +109,23 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
 
 
 class _Key:
-    """A state as a dict key: its (deep, costly) hash is computed once, not at every lookup."""
+    """A search node as a dict key: a state and, under a fault limit, the number of fault
+    actions taken to reach it. The state's (deep, costly) hash is computed once, not at every
+    lookup."""
 
-    __slots__ = ("state", "_hash")
+    __slots__ = ("state", "faults", "_hash")
 
-    def __init__(self, state: Any):
+    def __init__(self, state: Any, faults: int = 0):
         self.state = state
-        self._hash = hash(state)
+        self.faults = faults
+        self._hash = hash((hash(state), faults))
 
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, _Key) and self._hash == other._hash
-                and self.state == other.state)
+                and self.faults == other.faults and self.state == other.state)
 
 
 def _rebuild(system: System, parent: dict, last: Any, name: str, args: tuple, obs: Any,

@@ -1,6 +1,7 @@
 """`verbspec check --method bmc` on the gate protocol: every run (faults included) to BMC_DEPTH,
-then fault-free runs deeper. Each variant it reaches is refuted with a shortest trace that
-replays; the base protocol holds; the bound says what each phase covered."""
+then fault-free runs deeper, then runs with at most one fault deeper. Each variant it reaches is
+refuted with a shortest trace that replays; the base protocol holds; the bound says what each
+phase covered."""
 
 from __future__ import annotations
 
@@ -68,18 +69,21 @@ def test_bmc_refutes_the_variant_with_a_shortest_replayable_trace(variant, tmp_p
     assert f"replayed {length} steps: {invariant} violated" in capsys.readouterr().out
 
 
-def test_base_protocol_holds_under_both_phases(tmp_path):
-    # defaults, with a smaller fault-free budget than the CLI's to keep this test quick
-    opts = Options(trace_dir=tmp_path, fault_free_max_states=12_000)
+def test_base_protocol_holds_under_all_three_phases(tmp_path):
+    # defaults, with smaller budgets than the CLI's to keep this test quick
+    opts = Options(trace_dir=tmp_path, fault_free_max_states=12_000, one_fault_max_states=12_000)
     results = run_method(gate_system, "bmc", {}, (), opts)
     assert [r.invariant for r in results] == list(gate_system.INVARIANTS)
     assert all(r.verdict == "held" for r in results), [r for r in results if r.verdict != "held"]
     bound = results[0].bound
-    first, second = bound.split("; ")
+    first, second, third = bound.split("; ")
     assert first.startswith(f"all runs of <= {BMC_DEPTH} steps (")
     assert second.startswith("fault-free runs of <= ")
     assert second.endswith("then cut at 12,000 states (fault-free budget)")
     assert int(second.split()[4]) > BMC_DEPTH + 10
+    assert third.startswith("runs with at most one fault of <= ")
+    assert third.endswith("then cut at 12,000 states (one-fault budget)")
+    assert int(third.split()[8]) > BMC_DEPTH + 2
     assert not list(tmp_path.iterdir())
 
 
@@ -119,7 +123,7 @@ def test_a_protocol_without_a_fault_free_depth_gets_one_phase(tmp_path):
     opts = Options(depth=6, trace_dir=tmp_path)
     results = run_method(tagmatch_system, "bmc", {}, (), opts)
     assert all(r.verdict in ("held", "proved") for r in results)
-    assert all("fault-free" not in r.bound for r in results)
+    assert all("fault-free" not in r.bound and "one fault" not in r.bound for r in results)
 
 
 @dataclass(frozen=True)
@@ -178,3 +182,97 @@ def test_depth_mismatch_is_reached_in_a_small_configuration(tmp_path, capsys):
     assert bad["bound"].startswith("trace of 24 steps, a shortest fault-free run")
     assert main(["replay", bad["trace"]]) == 1
     assert "replayed 24 steps: no_silent_drop violated" in capsys.readouterr().out
+
+
+@dataclass(frozen=True)
+class _Pair:
+    n: int = 0
+    kicked: bool = False
+
+
+class _Kicks:
+    """A toy whose state does not record faults: n counts up (inc), a fault may jump it by 2
+    (jump) and another fault may kick it (kick); n == 4 once kicked breaks the invariant. With
+    three faults that takes 3 steps (jump, jump, kick), with one 5 (inc x4, kick). The state
+    (4, not kicked) is reached with one fault (jump, inc, inc) a level before it is reached with
+    none, so a search keyed on the state alone would miss the one-fault run."""
+
+    protocol = "toy"
+    params = None
+
+    def __init__(self, jump: bool = True):
+        self.actions = (
+            Action("inc", "n += 1", (), lambda s: [()] if s.n < 9 else [],
+                   lambda s: (replace(s, n=s.n + 1), None)),
+            Action("jump", "a fault: n += 2", (), lambda s: [()] if jump and s.n < 8 else [],
+                   lambda s: (replace(s, n=s.n + 2), None), fault=True),
+            Action("kick", "a fault", (), lambda s: [] if s.kicked else [()],
+                   lambda s: (replace(s, kicked=True), None), fault=True),
+        )
+        self.invariants = (Invariant("unkicked_four", "not (kicked and n == 4)", "state",
+                                     lambda s: "kicked at 4" if s.kicked and s.n == 4 else None),)
+
+    def initial(self) -> _Pair:
+        return _Pair()
+
+    def done(self, s: _Pair) -> bool:
+        return False
+
+    def param_dict(self) -> dict:
+        return {}
+
+
+def test_the_one_fault_phase_finds_a_shortest_run_with_at_most_one_fault(tmp_path):
+    results = run_bmc(_Kicks(), (), Options(depth=2, trace_dir=tmp_path), 2,
+                      fault_free_depth=6, one_fault_depth=8)
+    (bad,) = results
+    assert bad.verdict == "violated"
+    assert bad.bound == ("trace of 5 steps, a shortest run with at most one fault: no run of any "
+                         "kind of <= 2 steps (8 states), no fault-free run of <= 6 steps "
+                         "(7 states) and no run with at most one fault of <= 4 steps "
+                         "(16 states) breaks an invariant")
+    meta, moves = read_moves(bad.trace)
+    assert [m for m, _ in moves] == ["inc", "inc", "inc", "inc", "kick"]
+    # the same state, reached with more faults, is another search node: keyed on states alone
+    # the one-fault run above would be lost behind (jump, inc, inc)
+    from verbspec.proofs.search import bounded_search
+
+    assert bounded_search(_Kicks(), depth=8, max_faults=1).trace is not None
+    assert [s.action for s in bounded_search(_Kicks(), depth=8).trace.steps[1:]] == [
+        "jump", "jump", "kick"]                                         # any number of faults
+
+
+def test_the_one_fault_phase_covers_every_run_while_no_second_fault_is_enabled(tmp_path):
+    # without jump, kick is the only fault and can strike once: runs with at most one fault
+    # are all the runs, and its violation is a shortest run of any kind
+    results = run_bmc(_Kicks(jump=False), (), Options(depth=2, trace_dir=tmp_path), 2,
+                      fault_free_depth=6, one_fault_depth=8)
+    (bad,) = results
+    assert bad.bound.startswith("trace of 5 steps, a shortest run: no run of <= 4 steps breaks "
+                                "an invariant (")
+    assert bad.bound.endswith("; no second fault action is enabled within them)")
+
+
+def test_the_one_fault_phase_reports_its_bound_and_budget(tmp_path):
+    system = build({}, ["tag-every-chunk"])
+    # the fault-free phase stops short of the violation at 15 steps; the one-fault phase finds it
+    res = run_bmc(system, ("tag-every-chunk",), Options(depth=8, trace_dir=tmp_path), 14,
+                  fault_free_depth=12, one_fault_depth=16)
+    (bad,) = [r for r in res if r.verdict == "violated"]
+    assert bad.invariant == "watermark_sound"
+    assert bad.bound.startswith("trace of 15 steps, a shortest run with at most one fault: no "
+                                "run of any kind of <= 8 steps (")
+    assert "no fault-free run" not in bad.bound       # the one-fault phase went deeper
+    assert "and no run with at most one fault of <= 14 steps (" in bad.bound
+    held = [r for r in res if r.verdict == "held"]
+    assert all("; fault-free runs of <= 12 steps (" in r.bound for r in held)
+    assert all("; runs with at most one fault of <= 14 steps (" in r.bound for r in held)
+    cut = run_bmc(system, ("tag-every-chunk",),
+                  Options(depth=8, trace_dir=tmp_path, one_fault_max_states=500), 14,
+                  fault_free_depth=12, one_fault_depth=16)
+    assert all(r.verdict == "held" for r in cut)
+    assert cut[0].bound.endswith(", then cut at 500 states (one-fault budget)")
+    # no third phase when an earlier one already covers its depth
+    none = run_bmc(system, ("tag-every-chunk",), Options(depth=8, trace_dir=tmp_path), 14,
+                   fault_free_depth=12, one_fault_depth=8)
+    assert all("one fault" not in r.bound for r in none)
