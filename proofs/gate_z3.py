@@ -1,11 +1,12 @@
 """Induction proofs of the gate protocol for decode-only workloads, over parameter regions.
 
-The scope: two ranks over UC running a workload of ``ops`` decode gates each (big_gates=0),
-without faults: setup, arming (post the window, cross the 0xD1 barrier), then decode gates
-(gate_send, transmit, deliver, reap, gate_done reposting seq + window, consume). Drain and
-big-gate windows only follow a big gate, so they are outside; so are faults and RC. All nine
-invariants of the gate system are proved here, no_deadlock as a consequence of the inductive
-invariant.
+The scope: two ranks over UC running a workload of ``ops`` decode gates each (big_gates=0):
+setup, arming (post the window, cross the 0xD1 barrier), then decode gates (gate_send,
+transmit, deliver, reap, gate_done reposting seq + window, consume); with faults=1 also
+crashes, injected error completions, warm-up leftovers, spurious timeouts, refused bad calls
+and a rank giving up on a dead peer. Drain and big-gate windows only follow a big gate, so they
+are outside; so are wire loss and RC. All nine invariants of the gate system are proved here,
+no_deadlock as a consequence of the inductive invariant.
 
 The model is a counter abstraction of :mod:`verbspec.spec.gate`. Per rank r (peer p) it keeps the
 protocol's own variables at their real widths (``recv_done``, ``last_gate_seq``, the gate in
@@ -43,7 +44,7 @@ from verbspec.spec.lts import Trace
 POLL_BATCH = 16
 SEQ_LIMIT = 1 << 62     # wr_id bits 62 and 63 are tags (TAG_WARM, TAG_BULK): seq stays below
 
-# phase codes (8 bits); every fragment phase of gate_state.py
+# phase codes (8 bits): every phase of gate_state.py a decode-only workload reaches
 PHASE_CODE: dict[str, int] = {gs.INIT: 0, gs.IDLE: 1, gs.ARM_POST: 2, gs.ARM_BAR_SEND: 3,
                               gs.ARM_BAR_READ: 4, gs.SEND: 5, gs.WAIT: 6, gs.HOLD: 7,
                               gs.FAILED: 8, gs.CRASHED: 9}
@@ -67,7 +68,7 @@ PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_dep
                               "no_barrier": 0, "tag_every_chunk": 0, "signal_last_only": 0,
                               "FAULTS": 0}
 # the variants the model encodes, as Boolean parameters (false: the base protocol); no-seq-check
-# changes nothing here, since out-of-order calls are faults (bad_call), outside the scope
+# changes nothing without faults, since out-of-order calls come only from bad_call (a fault)
 MODEL_VARIANTS: dict[str, str | None] = {"no-barrier": "no_barrier",
                                          "tag-every-chunk": "tag_every_chunk",
                                          "signal-last-only": "signal_last_only",
@@ -390,6 +391,7 @@ PROPERTIES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
     "gate_order": lambda s, prm: z3.Not(s["out_of_order"]),
     # no big-gate phase exists in the decode-only workload the model covers, and every posted
     # receive is a decode receive: the property is that every phase is a decode-window one
+    # (or a dead rank's)
     "mode_exclusive": both(lambda s, prm, r: z3.ULE(s[f"ph{r}"], CRASHED)),
 }
 

@@ -20,15 +20,8 @@ from verbspec.spec.lts import InvariantViolation, System
 
 METHODS = ("explore", "bmc", "prove")
 
-# bmc's second phase: how deep to search fault-free runs, for protocols whose module does not
-# set BMC_FAULT_FREE_DEPTH itself (a protocol with neither gets no second phase). Fault-free
-# gate states roughly double per level past 26 (about 86k at depth 31), so at the defaults the
-# fault-free budget, not this depth, ends the search.
-BMC_FAULT_FREE_DEPTHS: dict[str, int] = {"gate": 40}
-# bmc's third phase: how deep to search runs with at most one fault action, for protocols whose
-# module does not set BMC_ONE_FAULT_DEPTH itself (a protocol with neither gets no third phase).
-# At the gate defaults the one-fault budget, not this depth, ends the search.
-BMC_ONE_FAULT_DEPTHS: dict[str, int] = {"gate": 40}
+# bmc's deeper phases are opt-in: a protocol module sets BMC_FAULT_FREE_DEPTH (fault-free runs)
+# and BMC_ONE_FAULT_DEPTH (runs with at most one fault action); without them bmc is one phase.
 
 
 @dataclass(frozen=True)
@@ -254,10 +247,8 @@ def run_method(module: ModuleType, method: str, values: dict[str, Any],
         return run_explore(system, variants, opts)
     if method == "bmc":
         return run_bmc(system, variants, opts, getattr(module, "BMC_DEPTH", 12),
-                       getattr(module, "BMC_FAULT_FREE_DEPTH",
-                               BMC_FAULT_FREE_DEPTHS.get(module.PROTOCOL)),
-                       getattr(module, "BMC_ONE_FAULT_DEPTH",
-                               BMC_ONE_FAULT_DEPTHS.get(module.PROTOCOL)))
+                       getattr(module, "BMC_FAULT_FREE_DEPTH", None),
+                       getattr(module, "BMC_ONE_FAULT_DEPTH", None))
     if method == "prove":
         prove = getattr(module, "prove", None)
         if prove is None:

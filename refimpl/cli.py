@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="explore: random seed (default: derandomized, reproducible)")
     c.add_argument("--depth", type=int, default=None, help="bmc: trace length bound")
     c.add_argument("--max-states", type=int, default=400_000, help="bmc: state budget")
+    c.add_argument("--fault-free-max-states", type=int, default=100_000,
+                   help="bmc: state budget of the fault-free phase (protocols that have one)")
+    c.add_argument("--one-fault-max-states", type=int, default=100_000,
+                   help="bmc: state budget of the one-fault phase (protocols that have one)")
     c.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"))
     c.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -124,7 +128,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     values = {p: parse_assignments(protocols.load(p).PARAMS, params[p]) for p in selected}
     for p in selected:       # validate before any long run
         protocols.load(p).build(values[p], variants[p])
-    for n, lo in (("examples", 1), ("steps", 1), ("max_states", 1)):
+    for n, lo in (("examples", 1), ("steps", 1), ("max_states", 1),
+                  ("fault_free_max_states", 1), ("one_fault_max_states", 1)):
         if getattr(args, n) < lo:
             raise ParamError(f"--{n.replace('_', '-')} must be at least {lo}")
     if args.depth is not None and args.depth < 1:
@@ -136,7 +141,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     skipped: list[dict[str, str]] = []
     with Progress(enabled=not args.json) as progress:
         opts = Options(examples=args.examples, steps=args.steps, seed=args.seed,
-                       depth=args.depth, max_states=args.max_states, trace_dir=args.trace_dir,
+                       depth=args.depth, max_states=args.max_states,
+                       fault_free_max_states=args.fault_free_max_states,
+                       one_fault_max_states=args.one_fault_max_states, trace_dir=args.trace_dir,
                        progress=progress.note)
         for p in selected:
             module = protocols.load(p)

@@ -27,8 +27,11 @@ from verbspec.spec.params import Variant, check_values, check_variants
 
 PROTOCOL = "gate"
 BMC_DEPTH = 14      # default bound of breadth-first search (about 12k states at the defaults)
-# bmc's second phase searches fault-free runs deeper (its state budget usually ends it first)
+# bmc's second phase searches fault-free runs deeper: fault-free states roughly double per
+# level past 26 (about 86k at depth 31), so at the defaults its state budget ends it first
 BMC_FAULT_FREE_DEPTH = 40
+# ... and a third, runs with at most one fault (e.g. one warm-up leftover in a full CQ)
+BMC_ONE_FAULT_DEPTH = 40
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("no-barrier",

@@ -33,7 +33,8 @@ POINTS = {"depth-mismatch": {"window": 2, "vec_bytes": 16384, "chain_max": 2}}
 def _run(method: str, values: dict, variants: tuple[str, ...], trace_dir: Path,
          examples: int = 60):
     opts = Options(examples=examples, steps=300, max_states=60_000,
-                   fault_free_max_states=30_000, trace_dir=trace_dir)
+                   fault_free_max_states=30_000, one_fault_max_states=30_000,
+                   trace_dir=trace_dir)
     return run_method(gate_system, method, values, variants, opts)
 
 
