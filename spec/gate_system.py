@@ -258,7 +258,7 @@ class GateSystem:
 
 def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *, progress: Any = None,
           trace_dir: Any = None) -> list:
-    """z3 induction over the model of proofs/gate_z3.py (decode-only, fault-free scope)."""
+    """z3 induction over the model of proofs/gate_z3.py (decode-only workloads, faults too)."""
     from verbspec.proofs import gate_z3
 
     return gate_z3.prove(values, variants, progress=progress, trace_dir=trace_dir)
