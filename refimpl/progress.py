@@ -63,10 +63,15 @@ def print_results(results: list[Result], code: int) -> None:
         table.add_row(r.protocol, r.invariant, r.method,
                       f"[{VERDICT_STYLE[r.verdict]}]{r.verdict}[/]", r.bound, f"{r.seconds:.1f}")
     console.print(table)
+    undecided: dict[tuple[str, str, str, str | None], list[str]] = {}
     for r in results:
         if r.verdict == "violated":
             console.print(f"[bold red]{r.protocol} {r.invariant} violated[/] ({r.method}): "
                           f"{r.detail}\n  trace: {r.trace}")
         elif r.verdict in ("inconclusive", "unknown", "timeout"):
-            console.print(f"[yellow]{r.protocol} {r.invariant} {r.verdict}[/]: {r.detail}")
+            # one line per reason: a method out of its scope says the same of every invariant
+            undecided.setdefault((r.protocol, r.method, r.verdict, r.detail), []).append(
+                r.invariant)
+    for (protocol, method, verdict, detail), names in undecided.items():
+        console.print(f"[yellow]{protocol} {', '.join(names)} {verdict}[/] ({method}): {detail}")
     console.print(f"exit {code}")
