@@ -90,20 +90,7 @@ def run_bmc(system: System, variants: Sequence[str], opts: Options, default_dept
 
     res = bounded_search(system, depth=depth, max_states=opts.max_states, variants=variants,
                          progress=tick)
-    if fault_free_depth is not None or one_fault_depth is not None:
-        return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth)
-    if res.exhausted:
-        bound = f"every reachable state ({res.states} states, depth {res.depth})"
-    elif res.cut:
-        bound = (f"all traces of <= {res.depth} steps, then cut at {res.states} states "
-                 f"(max_states)")
-    else:
-        bound = f"all traces of <= {res.depth} steps ({res.states} states)"
-    results = _results(system, "bmc", bound, res.seconds, res.violation, opts, variants)
-    if res.exhausted and res.violation is None:
-        results = [Result(r.invariant, r.protocol, r.method, "proved", r.bound, r.seconds)
-                   for r in results]
-    return results
+    return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth)
 
 
 def _covered(res: SearchResult) -> int:
@@ -167,8 +154,9 @@ class _Limited:
 
 def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: SearchResult,
                  fault_free_depth: int | None, one_fault_depth: int | None) -> list[Result]:
-    """Phase 1 (every run, faults included) is ``res``; phase 2 searches fault-free runs up to
-    ``fault_free_depth`` steps and phase 3 runs with at most one fault action up to
+    """Phase 1 (every run, faults included) is ``res``; phase 2 (if ``fault_free_depth`` is
+    given) searches fault-free runs up to ``fault_free_depth`` steps and phase 3 (if
+    ``one_fault_depth`` is given) runs with at most one fault action up to
     ``one_fault_depth`` steps, each with its own budget and from the initial state again. A
     violation of phase 1 is a shortest one of all runs; one of phase 2 a shortest fault-free
     one, one of phase 3 a shortest one with at most one fault; each comes with what the phases

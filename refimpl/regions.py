@@ -25,7 +25,7 @@ def regions_main(args: argparse.Namespace) -> int:
     from verbspec.proofs import gate_z3 as gz
     from verbspec.refimpl.progress import Progress
 
-    if args.window_max is not None and not 2 <= args.window_max <= 1 << 20:
+    if not 2 <= args.window_max <= 1 << 20:
         from verbspec.spec.params import ParamError
 
         raise ParamError("--window-max must be between 2 and 2^20")
