@@ -567,6 +567,8 @@ class Condition:
     outside: Callable[[Params], z3.BoolRef]     # the boundary point just outside
     breaks: str
     example: dict[str, int]     # executable-spec parameters just outside, for replay
+    max_faults: int = 0         # fault actions the shortest run just outside may take
+    max_states: int = 600_000   # breadth-first budget for that run
 
 
 def _c(prm: Params, k: int) -> z3.BitVecRef:
@@ -585,6 +587,13 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("cq_depth >= 4*chunks", lambda q: z3.UGE(q["cq_depth"], _c(q, 4)),
               lambda q: q["cq_depth"] + 1 == _c(q, 4), "queue_bounds",
               {"window": 2, "cq_depth": 7}),
+    # two warm-up leftovers and an injected error completion on top of a full decode CQ; the
+    # shortest run needs all three faults (about 980k states at this point)
+    Condition("cq_depth >= 4*chunks + 3 with faults",
+              lambda q: z3.Implies(q["FAULTS"], z3.UGE(q["cq_depth"], _c(q, 4) + 3)),
+              lambda q: z3.And(q["FAULTS"], q["cq_depth"] + 1 == _c(q, 4) + 3),
+              "queue_bounds", {"window": 2, "vec_bytes": 16384, "cq_depth": 6, "faults": 1},
+              max_faults=3, max_states=1_200_000),
     Condition("chain_max >= chunks", lambda q: z3.UGE(z64(q["chain_max"]), q["C"]),
               lambda q: z64(q["chain_max"]) + 1 == q["C"], "queue_bounds", {"chain_max": 1}),
     Condition("slot period >= 2 (gates_per_token >= 2, or 0 with n_slots >= 2)",
@@ -609,7 +618,6 @@ def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
            ) -> z3.BoolRef:
     conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
     conds += [z3.Not(prm[f]) for f in MODEL_VARIANTS.values() if f]     # the base protocol
-    conds.append(z3.Not(prm["FAULTS"]))
     if window_max is not None:
         conds.append(z3.ULE(prm["W"], window_max))
     return z3.And(domain(prm), *conds)
@@ -618,7 +626,8 @@ def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
 def region_text(window_max: int | None = 256) -> str:
     w = f"2 <= window <= {window_max}" if window_max else "window >= 2"
     rest = ", ".join(c.name for c in CONDITIONS[1:])
-    return f"{w}, chunks in {{1, 2}}, {rest}, any workload (ops < 2^61)"
+    return (f"{w}, chunks in {{1, 2}}, {rest}, any workload (ops < 2^61), faults 0 or 1 "
+            f"(decode gates, the base protocol)")
 
 
 # ---------------------------------------------------------------------------- parameters
@@ -1070,14 +1079,17 @@ class SpecRun:
 
 
 def spec_counterexample(values: Mapping[str, Any], prop: str, variants: Sequence[str] = (),
-                        depth: int = 40, max_states: int = 300_000) -> SpecRun | None:
-    """Shortest fault-free, decode-only run of the executable spec breaking ``prop``
-    (breadth-first), and whether the model admits every step of it."""
+                        depth: int = 40, max_states: int = 300_000,
+                        max_faults: int | None = None) -> SpecRun | None:
+    """Shortest decode-only run of the executable spec breaking ``prop`` (breadth-first; with
+    faults=1, among runs of at most ``max_faults`` fault actions, if given), and whether the
+    model admits every step of it."""
     from verbspec.proofs.search import bounded_search
     from verbspec.spec.gate_system import build
 
     system = build({**values, "big_gates": 0}, variants)
     res = bounded_search(system, depth=depth, target=prop, faults=bool(system.params.faults),
+                         max_faults=max_faults if system.params.faults else None,
                          max_states=max_states, variants=variants)
     if res.trace is None:
         return None
@@ -1118,14 +1130,17 @@ def region_table(*, window_max: int | None = 256,
     for cond in CONDITIONS:
         t0 = time.perf_counter()
         where = f"outside: not ({cond.name}), e.g. {cond.example}"
-        run = spec_counterexample({**cond.example, "faults": 0}, cond.breaks, depth=60,
-                                  max_states=600_000)
+        values = {"faults": 0, **cond.example}
+        run = spec_counterexample(values, cond.breaks, depth=60, max_states=cond.max_states,
+                                  max_faults=cond.max_faults)
         notes, verdict = [], "inconclusive"
         if run is not None:
-            notes.append(f"spec: shortest run {run.moves} moves: {run.trace.message}; model "
+            kind = (f"shortest run with at most {cond.max_faults} faults"
+                    if values["faults"] else "shortest fault-free run")
+            notes.append(f"spec: {kind}, {run.moves} moves: {run.trace.message}; model "
                          f"admits every step: {run.admitted}")
             verdict = "violated" if run.admitted else "inconclusive"
-        system = build({**cond.example, "faults": 0, "big_gates": 0})
+        system = build({**values, "big_gates": 0})
         point = param_terms(params_of(system.params))
         ce = bmc(point, domain(point), cond.breaks, REGION_RUNGS)
         if ce is not None:

@@ -27,7 +27,11 @@ PARAMS: tuple[ParamSpec, ...] = (
               "mask schedule: the ordinal-th set bit is the slot (0: identity schedule)", lo=0),
     ParamSpec("rq_depth", int, 1024, "granted receive queue depth", lo=1),
     ParamSpec("sq_depth", int, 1024, "granted send queue depth", lo=1),
-    ParamSpec("cq_depth", int, 512, "shared completion queue entries", lo=1),
+    # ds4 sizes the CQ at 512 = one full big-gate window (256 receives + 256 sends), with no
+    # room for the two warm-up leftovers and the one error completion the fault model adds
+    ParamSpec("cq_depth", int, 515,
+              "shared completion queue entries (ds4: 512, which one warm-up leftover overflows "
+              "in a full big-gate window)", lo=1),
     ParamSpec("big_depth", int, 256, "cap on a big-gate window (receives in flight)", lo=1, hi=256),
     ParamSpec("chain_max", int, 64, "longest chain of work requests posted at once", lo=1),
     ParamSpec("staging_bytes", int, 256 * 16384,

@@ -96,8 +96,14 @@ def trace_to_itf(trace: Trace) -> dict[str, Any]:
 
 
 def write_trace(trace: Trace, path: Path) -> Path:
+    """Write the trace compactly, one state per line: long traces of full queues run to
+    hundreds of kilobytes per state, and line tools still find a step by its index."""
+    doc = trace_to_itf(trace)
+    head = {k: v for k, v in doc.items() if k != "states"}
+    tight = {"separators": (",", ":")}
+    lines = ",\n".join(json.dumps(st, **tight) for st in doc["states"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(trace_to_itf(trace), indent=1) + "\n")
+    path.write_text(json.dumps(head, **tight)[:-1] + ',"states":[\n' + lines + "\n]}\n")
     return path
 
 

@@ -1,7 +1,9 @@
-"""The completion queue has no margin: a full big-gate window (B receives and B sends) exactly
-fills a 2B-entry CQ, so one warm-up leftover completion sitting in it overflows it.
+"""ds4's completion queue has no margin: a full big-gate window (B receives and B sends) exactly
+fills a 2B-entry CQ, so one warm-up leftover completion sitting in it overflows it. The spec's
+default CQ (515 entries) adds room for what the fault model can add: two warm-up leftovers and
+one injected error completion.
 
-At the defaults (big_depth 256, cq_depth 512) the shortest such run is about a thousand steps,
+At ds4's sizing (big_depth 256, cq_depth 512) the shortest such run is about a thousand steps,
 out of reach of breadth-first search; a guided schedule shows it. The same sizing at a small
 point (big_depth 3, cq_depth 6, one-chunk vectors, a 2-gate window whose drain fills 5
 entries) is within reach of bmc's one-fault phase, which finds a shortest run with one fault
@@ -147,8 +149,11 @@ def guided(system, priority=PRIORITY, chunks: int = 257) -> list:
             return moves
 
 
-def test_at_the_defaults_one_stray_overflows_the_512_entry_cq():
-    system = build({})
+DS4 = {"cq_depth": 512}     # ds4's CQ, otherwise the defaults
+
+
+def test_at_ds4s_sizing_one_stray_overflows_the_512_entry_cq():
+    system = build(DS4)
     assert system.params.cq_depth == 2 * system.params.big_depth == 512
     moves = guided(system)
     assert len(moves) == 1055
@@ -163,8 +168,8 @@ def test_at_the_defaults_one_stray_overflows_the_512_entry_cq():
     assert len(before.cq) == 512 and not before.cq_overflow
 
 
-def test_at_the_defaults_the_window_alone_fills_the_cq_exactly():
-    system = build({})
+def test_at_ds4s_sizing_the_window_alone_fills_the_cq_exactly():
+    system = build(DS4)
     no_stray = tuple(p for p in PRIORITY if p[0] != "stray_completion")
     moves = guided(system, no_stray)
     trace = replay(system, moves)
@@ -172,7 +177,7 @@ def test_at_the_defaults_the_window_alone_fills_the_cq_exactly():
     assert [len(q.cq) for q in trace.steps[-1].state.fabric.qps] == [512, 512]
 
 
-def test_two_spare_entries_absorb_the_stray_at_the_defaults():
+def test_two_spare_entries_absorb_the_stray():
     system = build({"cq_depth": 514})
     moves = guided(system)
     trace = replay(system, moves)
@@ -193,3 +198,28 @@ def test_the_guided_schedule_is_the_one_described():
                       "big_header_read": 2, "big_begin": 2, "big_post_recv": 8,
                       "big_barrier_write": 2, "big_barrier_read": 2, "big_send": 8,
                       "transmit": 512, "deliver": 512}
+
+
+# every completion the fault model can add, each as early as it can come: rank 0's two warm-up
+# leftovers right after setup, then, once the window's sends and receives have all completed
+# and nothing is left to do but reap, an injected error completion
+WORST = (("setup", None), ("stray_completion", (0, "send")), ("stray_completion", (0, "recv")),
+         *PRIORITY[2:], ("error_completion", (0,)))
+
+
+def test_the_default_cq_holds_a_full_window_and_every_fault_completion():
+    system = build({})
+    assert system.params.cq_depth == 2 * system.params.big_depth + 3 == 515
+    moves = guided(system, WORST)
+    trace = replay(system, moves)
+    assert trace.violation is None and len(moves) == 1057
+    assert [m for m in _faults(moves)] == [
+        (2, ("stray_completion", {"rank": 0, "kind": "send"})),
+        (3, ("stray_completion", {"rank": 0, "kind": "recv"})),
+        (1056, ("error_completion", {"rank": 0}))]
+    assert [len(q.cq) for q in trace.steps[-1].state.fabric.qps] == [515, 512]
+    # one entry fewer and the same schedule overflows with the last completion
+    with pytest.raises(InvariantViolation) as err:
+        replay(build({"cq_depth": 514}), moves)
+    assert err.value.message == "rank 0's completion queue overflowed its 514 entries"
+    assert len(err.value.trace) - 1 == 1057
