@@ -1,27 +1,36 @@
-"""Induction proofs of the gate protocol for decode-only workloads, over parameter regions.
+"""Induction proofs of the gate protocol: decode gates, drains and big gates, over parameter
+regions.
 
-The scope: two ranks over UC running a workload of ``ops`` decode gates each (big_gates=0):
-setup, arming (post the window, cross the 0xD1 barrier), then decode gates (gate_send,
-transmit, deliver, reap, gate_done reposting seq + window, consume); with faults=1 also
-crashes, injected error completions, warm-up leftovers, spurious timeouts, refused bad calls
-and a rank giving up on a dead peer. Drain and big-gate windows only follow a big gate, so they
-are outside; so are wire loss and RC. All nine invariants of the gate system are proved here,
-no_deadlock as a consequence of the inductive invariant.
+The scope: two ranks over UC running a workload of ``ops`` ops each, every op a decode gate or
+(big_gates=1) a big gate of any size: setup, arming (post the window, cross the 0xD1 barrier),
+decode gates (gate_send, transmit, deliver, reap, gate_done reposting seq + window, consume),
+the drain before a big gate (header exchange, window*chunks dummies each way), and big-gate
+windows (staging receives in chains, a barrier byte whose 8-bit tag wraps, sub-batches of
+sends, window done); with faults=1 also crashes, injected error completions, warm-up
+leftovers, spurious timeouts, refused bad calls and a rank giving up on a dead peer. Wire loss
+and RC are outside. All nine invariants of the gate system are proved, no_deadlock as a
+consequence of the inductive invariant.
 
 The model is a counter abstraction of :mod:`verbspec.spec.gate`. Per rank r (peer p) it keeps the
 protocol's own variables at their real widths (``recv_done``, ``last_gate_seq``, the gate in
-progress: 64 bits; ``send_outstanding``: 32 bits) and, for the fabric, counts instead of queues:
-send WRs not yet transmitted (SQ), messages on the wire (WIRE), unreaped send and receive
-completions (QS, QR), posted receives (RQ), barrier bytes in flight (TB), plus two stream
-positions: gates sent (SENT; the send stream is C*SENT chunks long) and chunks landed (LANDED).
-Because UC delivers in order and both ranks post and send strictly in seq order, the k-th chunk
-of a stream is chunk (k-1) mod C of gate (k-1) div C + 1, so every identity the spec's ghosts
-record (which gate lands in which slot, which wr_id a completion carries) is a function of these
-positions. Ghost flags record the events the invariants forbid, as the spec's Ghost does.
+progress, big_no: 64 bits; ``send_outstanding`` and the big-gate and drain counters: 32 bits;
+the barrier tag: 8 bits) and, for the fabric, counts instead of queues: per kind of message
+(gate chunk, dummy, big chunk) the send WRs not yet transmitted, the messages on the wire, the
+unreaped send and receive completions; the posted gate and staging receives; the TCP items in
+flight (at most two, kept as fields); plus stream positions: gates sent (SENT; the gate stream
+is C*SENT chunks long), the gate-receive stream's head (LANDED, restarting at each arming), and
+the next big chunk in flight (big_no, chunk index). UC delivers in order and each rank posts
+and sends in order (gate chunks, then dummies, then big chunks; a step that would break that
+order sets the flag ``unmodelled``, proved never set), so every identity the spec's ghosts
+record (which gate lands in which slot, which dummy or big chunk meets which receive, which
+wr_id a completion carries) is a function of these positions. Ghost flags record the events the
+invariants forbid, as the spec's Ghost does; a dead rank keeps the phase it died in (DPH), so
+what its phase says of its counters stays true.
 
 The model is written separately from the spec; tests/test_gate_z3.py replays random runs of the
-executable spec through :func:`alpha` and checks every step against :func:`move` and every
-invariant verdict against the model's property of the same name (PROPERTIES, CONSEQUENCES).
+executable spec through :func:`alpha` and checks every step against :func:`move`, every
+invariant verdict against the model's property of the same name (PROPERTIES, CONSEQUENCES),
+and every strengthening invariant (LEMMAS) on every state the runs reach.
 """
 
 from __future__ import annotations
@@ -44,27 +53,63 @@ from verbspec.spec.lts import Trace
 POLL_BATCH = 16
 SEQ_LIMIT = 1 << 62     # wr_id bits 62 and 63 are tags (TAG_WARM, TAG_BULK): seq stays below
 
-# phase codes (8 bits): every phase of gate_state.py a decode-only workload reaches
-PHASE_CODE: dict[str, int] = {gs.INIT: 0, gs.IDLE: 1, gs.ARM_POST: 2, gs.ARM_BAR_SEND: 3,
-                              gs.ARM_BAR_READ: 4, gs.SEND: 5, gs.WAIT: 6, gs.HOLD: 7,
-                              gs.FAILED: 8, gs.CRASHED: 9}
-INIT, IDLE, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, HOLD, FAILED, CRASHED = range(10)
+# phase codes (8 bits): every phase of gate_state.py; the live ones first, so a rank is alive
+# exactly when its code is at most BIG_XFER
+PHASES = (gs.INIT, gs.IDLE, gs.ARM_POST, gs.ARM_BAR_SEND, gs.ARM_BAR_READ, gs.SEND, gs.WAIT,
+          gs.HOLD, gs.DRAIN_POST, gs.DRAIN_WAIT, gs.BIG_HDR_SEND, gs.BIG_HDR_READ, gs.BIG_BEGIN,
+          gs.BIG_POST, gs.BIG_BAR_SEND, gs.BIG_BAR_READ, gs.BIG_XFER, gs.FAILED, gs.CRASHED)
+PHASE_CODE: dict[str, int] = {p: i for i, p in enumerate(PHASES)}
+(INIT, IDLE, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, HOLD, DRAIN_POST, DRAIN_WAIT,
+ BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER, FAILED,
+ CRASHED) = range(len(PHASES))
+REAP = (WAIT, DRAIN_WAIT, BIG_XFER)                     # phases that poll the CQ
+TCP_READS = (ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ)  # phases that read the peer's TCP items
+BIG_WINDOW = (BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER)   # a big-gate window is open
+
+# TCP items: kind codes; a queue per direction holds at most two (more is outside the model)
+TCP_NONE, TCP_BYTE, TCP_HEADER = 0, 1, 2
+TCP_FIELDS = {"K": 8, "V": 64, "C": 32, "D": 32}    # kind, value (byte or big no), chunks, depth
 
 # per-rank variables: name -> width in bits (0: Boolean)
 RANK_VARS: dict[str, int] = {
     "ph": 8, "S": 64, "L": 64, "RD": 64, "WA": 0, "SO": 32, "SENT": 64, "SQ": 32, "WIRE": 32,
-    "QS": 32, "QR": 32, "RQ": 32, "LANDED": 64, "ARR": 64, "TB": 8, "OVF": 0,
+    "QS": 32, "QR": 32, "RQ": 32, "LANDED": 64, "ARR": 64, "OVF": 0,
+    # the gate whose first chunk landed without its last one (0: none); the phase a dead rank
+    # died in (a ghost: what it had done stays what its counters say)
+    "PG": 64, "DPH": 8,
     # faults: warm-up leftovers and error completions in the CQ, leftovers used (at most one
     # per kind, send and receive), the one injected error completion used
     "QW": 8, "QE": 8, "STR": 8, "EU": 0,
+    # the workload: ops done, the size of this rank's last big gate, whether its last op done
+    # was a big gate
+    "OP": 64, "K": 32, "LB": 0,
+    # drain: dummies in the send queue, on the wire, their send and receive completions;
+    # drain_recvs and drain_sends
+    "SQD": 32, "WD": 32, "QSD": 32, "QRD": 32, "DR": 32, "DS": 32,
+    # big gates: big_no, header exchanged, agreed depth, window base, size, posted, sent, sends
+    # done, receives reaped, receives landed, barrier tag; big chunks in the send queue, on the
+    # wire, their completions, staging receives posted; the next big chunk to leave (big no,
+    # chunk index; 0 when none is in flight)
+    "BNO": 64, "HDR": 0, "BD": 32, "BB": 32, "BW": 32, "BP": 32, "BS": 32, "BSD": 32,
+    "BR": 32, "BL": 32, "BT": 8, "SQB": 32, "WB": 32, "QSB": 32, "QRB": 32, "RQB": 32,
+    "FNO": 64, "FX": 32,
+    # the TCP items this rank wrote that the peer has not read: count, then two slots
+    "TN": 8, **{f"T{i}{f}": w for i in (1, 2) for f, w in TCP_FIELDS.items()},
 }
-# ghost flags of the whole system: one per forbidden event (the spec's Ghost records), and
-# whether a fault was injected
-FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_chain", "faulted")
+# ghost flags of the whole system: one per forbidden event (the spec's Ghost records), whether
+# a fault was injected, and "unmodelled": the run left what the counters describe exactly
+# (proved never to happen, so the model is exact on every reachable state)
+FLAGS = ("dropped", "misaligned", "clobbered", "stale", "out_of_order", "long_chain", "faulted",
+         "unmodelled")
+# the workload script as far as it matters: its length and last two entries (0: a decode gate,
+# n: a big gate of n chunks); the ranks are never more than one op apart
+SCRIPT_VARS: dict[str, int] = {"SLEN": 64, "SCA": 32, "SCB": 32}
 # parameters: W window, C chunks, P slot period (gates between two uses of a slot), OPS the
-# workload (gates each rank calls)
+# workload (ops each rank calls), BIG whether big gates are in it, BCAP the big-gate window cap
+# (big_depth and staging), SDEPTH the big-gate send depth
 PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_depth": 32,
-                              "cq_depth": 32, "chain_max": 32, "OPS": 64,
+                              "cq_depth": 32, "chain_max": 32, "OPS": 64, "BIG": 0,
+                              "BCAP": 32, "SDEPTH": 32,
                               "no_barrier": 0, "tag_every_chunk": 0, "signal_last_only": 0,
                               "FAULTS": 0}
 # the variants the model encodes, as Boolean parameters (false: the base protocol); no-seq-check
@@ -74,13 +119,21 @@ MODEL_VARIANTS: dict[str, str | None] = {"no-barrier": "no_barrier",
                                          "signal-last-only": "signal_last_only",
                                          "no-seq-check": None}
 OPS_LIMIT = 1 << 61     # workloads below this keep seq + window clear of the tag bits
+BIG_LIMIT = 1 << 24     # big-gate sizes the model admits (the spec's are at most 257)
 
-PROGRESS_ACTIONS = ("setup", "call_gate", "arm_post", "barrier_write", "barrier_read",
-                    "gate_send", "transmit", "deliver", "reap", "gate_done", "consume")
+PROGRESS_ACTIONS = ("setup", "call_gate", "call_big", "arm_post", "barrier_write",
+                    "barrier_read", "gate_send", "transmit", "deliver", "reap", "gate_done",
+                    "consume", "big_header_write", "big_header_read", "drain_post",
+                    "drain_done", "big_begin", "big_post_recv", "big_barrier_write",
+                    "big_barrier_read", "big_send", "big_window_done")
 FAULT_ACTIONS = ("crash", "error_completion", "stray_completion", "timeout", "peer_gone",
                  "bad_call")
 ACTIONS = PROGRESS_ACTIONS + FAULT_ACTIONS
-CHOICES = ("ks", "kr", "kw", "ke", "ksb", "krb")     # how one reap splits (see _reap)
+# how one reap splits between the kinds of completion, and how many of each came before the
+# first error among them (see _reap); the size of a big gate a call chooses
+KINDS = ("ks", "kr", "kds", "kdr", "kbs", "kbr")
+CHOICES = (*KINDS, "kw", "ke", *(f"{k}b" for k in KINDS), "kn")
+QUEUE_OF = {"ks": "QS", "kr": "QR", "kds": "QSD", "kdr": "QRD", "kbs": "QSB", "kbr": "QRB"}
 
 State = dict[str, z3.ExprRef]
 Params = dict[str, z3.ExprRef]
@@ -94,6 +147,7 @@ def _var(name: str, width: int) -> z3.ExprRef:
 def fresh_state(tag: str) -> State:
     s: State = {f"{v}{r}": _var(f"{v}{r}@{tag}", w) for r in (0, 1) for v, w in RANK_VARS.items()}
     s.update({f: z3.Bool(f"{f}@{tag}") for f in FLAGS})
+    s.update({v: z3.BitVec(f"{v}@{tag}", w) for v, w in SCRIPT_VARS.items()})
     return s
 
 
@@ -103,6 +157,10 @@ def fresh_params(tag: str = "") -> Params:
 
 def z64(x: z3.BitVecRef) -> z3.BitVecRef:
     return z3.ZeroExt(64 - x.size(), x) if x.size() < 64 else x
+
+
+def bv(v: int, w: int = 32) -> z3.BitVecRef:
+    return z3.BitVecVal(v, w)
 
 
 def times_c(prm: Params, x: z3.BitVecRef) -> z3.BitVecRef:
@@ -126,13 +184,18 @@ def ph_in(s: State, r: int, *codes: int) -> z3.BoolRef:
     return z3.Or([s[f"ph{r}"] == c for c in codes])
 
 
+def wc32(prm: Params) -> z3.BitVecRef:
+    """window * chunks: a drain's dummies, the lookahead window's receives."""
+    return z3.Extract(31, 0, times_c(prm, prm["W"]))
+
+
 # derived stream positions (all in chunks)
 def transmitted(s: State, prm: Params, r: int) -> z3.BitVecRef:
     return times_c(prm, s[f"SENT{r}"]) - z64(s[f"SQ{r}"])
 
 
 def delivered(s: State, prm: Params, r: int) -> z3.BitVecRef:
-    """Chunks from r that left the wire (landed at the peer, absent drops)."""
+    """Gate chunks from r that left the wire (landed at the peer, absent drops)."""
     return transmitted(s, prm, r) - z64(s[f"WIRE{r}"])
 
 
@@ -145,7 +208,7 @@ def recvs_reaped(s: State, r: int) -> z3.BitVecRef:
 
 
 def alive(s: State, r: int) -> z3.BoolRef:
-    return z3.ULE(s[f"ph{r}"], HOLD)
+    return z3.ULE(s[f"ph{r}"], BIG_XFER)
 
 
 def armed(s: State, r: int) -> z3.BoolRef:
@@ -159,8 +222,21 @@ def consumed(s: State, r: int) -> z3.BitVecRef:
 
 
 def cq_used(s: State, r: int) -> z3.BitVecRef:
-    return (s[f"QS{r}"] + s[f"QR{r}"] + z3.ZeroExt(24, s[f"QW{r}"])
-            + z3.ZeroExt(24, s[f"QE{r}"]))
+    return (sum((s[f"{q}{r}"] for q in QUEUE_OF.values()), bv(0))
+            + z3.ZeroExt(24, s[f"QW{r}"]) + z3.ZeroExt(24, s[f"QE{r}"]))
+
+
+def sq_total(s: State, r: int) -> z3.BitVecRef:
+    return s[f"SQ{r}"] + s[f"SQD{r}"] + s[f"SQB{r}"]
+
+
+def big_in_flight(s: State, r: int) -> z3.BitVecRef:
+    return s[f"SQB{r}"] + s[f"WB{r}"]
+
+
+def big_window(prm: Params, depth: z3.BitVecRef) -> z3.BitVecRef:
+    """The window for a granted receive depth: capped by big_depth and staging, at least 1."""
+    return umax(umin(depth, prm["BCAP"]), bv(1))
 
 
 # ---------------------------------------------------------------------------- transitions
@@ -182,16 +258,74 @@ def _long_chain(s: State, prm: Params) -> z3.BoolRef:
     return z3.Or(s["long_chain"], z3.UGT(prm["C"], z64(prm["chain_max"])))
 
 
+def _unmodelled(s: State, upd: dict, *when: z3.BoolRef) -> None:
+    upd["unmodelled"] = z3.Or(upd.get("unmodelled", s["unmodelled"]), *when)
+
+
+def _tcp_push(s: State, r: int, upd: dict, kind: int, value: z3.BitVecRef,
+              chunks: z3.BitVecRef | None = None, depth: z3.BitVecRef | None = None) -> None:
+    """Rank r writes one item to its TCP stream (the model keeps at most two unread)."""
+    n = s[f"TN{r}"]
+    item = {"K": bv(kind, 8), "V": z64(value), "C": chunks if chunks is not None else bv(0),
+            "D": depth if depth is not None else bv(0)}
+    for f in TCP_FIELDS:
+        upd[f"T1{f}{r}"] = z3.If(n == 0, item[f], s[f"T1{f}{r}"])
+        upd[f"T2{f}{r}"] = z3.If(n == 1, item[f], s[f"T2{f}{r}"])
+    upd[f"TN{r}"] = n + 1
+    _unmodelled(s, upd, z3.UGE(n, 2))
+
+
+def _tcp_pop(s: State, src: int, upd: dict) -> None:
+    """The peer reads the head of src's TCP stream."""
+    for f, w in TCP_FIELDS.items():
+        upd[f"T1{f}{src}"] = s[f"T2{f}{src}"]
+        upd[f"T2{f}{src}"] = bv(0, w)
+    upd[f"TN{src}"] = s[f"TN{src}"] - 1
+
+
+def _script_ok(s: State, r: int, n: z3.BitVecRef, upd: dict) -> z3.BoolRef:
+    """The op the rank calls next is the script's if either rank recorded it; else it records
+    it (the ranks are at most one op apart, so the last two entries are all that matter)."""
+    op, slen = s[f"OP{r}"], s["SLEN"]
+    recorded = z3.ULT(op, slen)
+    upd["SLEN"] = z3.If(recorded, slen, slen + 1)
+    upd["SCA"] = z3.If(recorded, s["SCA"], n)
+    upd["SCB"] = z3.If(recorded, s["SCB"], s["SCA"])
+    _unmodelled(s, upd, z3.UGT(op, slen), z3.ULT(op + 2, slen))
+    want = z3.If(op + 1 == slen, s["SCA"], s["SCB"])
+    return z3.Or(z3.Not(recorded), want == n)
+
+
+def _op_done(s: State, r: int, upd: dict) -> None:
+    upd[f"OP{r}"] = s[f"OP{r}"] + 1
+    upd[f"ph{r}"] = bv(IDLE, 8)
+
+
 def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z3.ExprRef]
                 ) -> Move:
-    """Guard and effect of one action of rank r (for deliver: the source rank)."""
+    """Guard and effect of one action of rank r (for deliver: the source rank); a rank that
+    dies in it keeps the phase it died in as DPH."""
+    m = _action_move(name, r, s, prm, choice)
+    upd = dict(m.updates)
+    for x in (0, 1):
+        if f"ph{x}" in upd:
+            dies = z3.And(alive(s, x), z3.UGT(upd[f"ph{x}"], BIG_XFER))
+            upd[f"DPH{x}"] = z3.If(dies, s[f"ph{x}"], s[f"DPH{x}"])
+    return Move(m.guard, upd)
+
+
+def _action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z3.ExprRef]
+                 ) -> Move:
     p = 1 - r
-    one8, one32 = z3.BitVecVal(1, 8), z3.BitVecVal(1, 32)
+    one32 = z3.BitVecVal(1, 32)
     c32 = z3.Extract(31, 0, prm["C"])
+    ph = s[f"ph{r}"]
     if name == "setup":
-        return Move(s[f"ph{r}"] == INIT, {f"ph{r}": z3.BitVecVal(IDLE, 8)})
+        return Move(ph == INIT, {f"ph{r}": bv(IDLE, 8)})
     if name in FAULT_ACTIONS:
         return _fault_move(name, r, s, prm)
+    if name in BIG_ACTIONS:
+        return BIG_ACTIONS[name](r, s, prm, choice)
     if name == "call_gate":
         seq = s[f"L{r}"] + 1
         # the out-slot of seq is busy if a send of an earlier gate in the same slot has not
@@ -199,38 +333,40 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
         first_pending = div_c(prm, transmitted(s, prm, r)) + 1
         busy = z3.And(s[f"SQ{r}"] != 0, z3.UGT(seq, prm["P"]),
                       z3.UGE(seq - prm["P"], first_pending))
-        # in IDLE the rank has consumed L gates; the workload allows OPS
-        return Move(z3.And(s[f"ph{r}"] == IDLE, z3.ULT(s[f"L{r}"], prm["OPS"])),
-                    {f"S{r}": seq, "clobbered": z3.Or(s["clobbered"], busy),
-                     f"ph{r}": z3.If(s[f"WA{r}"], z3.BitVecVal(SEND, 8),
-                                     z3.BitVecVal(ARM_POST, 8))})
+        upd = {f"S{r}": seq, "clobbered": z3.Or(s["clobbered"], busy),
+               f"ph{r}": z3.If(s[f"WA{r}"], bv(SEND, 8), bv(ARM_POST, 8))}
+        ok = _script_ok(s, r, bv(0), upd)
+        # in IDLE the rank has done OP ops; the workload allows OPS
+        return Move(z3.And(ph == IDLE, z3.ULT(s[f"OP{r}"], prm["OPS"]), ok), upd)
     if name == "arm_post":
-        # no-barrier: the window counts as active at once and the gate's send follows
-        return Move(s[f"ph{r}"] == ARM_POST,
-                    {f"RQ{r}": s[f"RQ{r}"] + z3.Extract(31, 0, times_c(prm, prm["W"])),
-                     "long_chain": _long_chain(s, prm),
-                     f"WA{r}": z3.Or(s[f"WA{r}"], prm["no_barrier"]),
-                     f"ph{r}": z3.If(prm["no_barrier"], z3.BitVecVal(SEND, 8),
-                                     z3.BitVecVal(ARM_BAR_SEND, 8))})
+        # the receive stream restarts at the gate after the last one done; no-barrier: the
+        # window counts as active at once and the gate's send follows
+        upd = {f"RQ{r}": s[f"RQ{r}"] + wc32(prm), f"LANDED{r}": times_c(prm, s[f"L{r}"]),
+               "long_chain": _long_chain(s, prm),
+               f"WA{r}": z3.Or(s[f"WA{r}"], prm["no_barrier"]),
+               f"ph{r}": z3.If(prm["no_barrier"], bv(SEND, 8), bv(ARM_BAR_SEND, 8))}
+        _unmodelled(s, upd, s[f"RQ{r}"] != 0, s[f"RQB{r}"] != 0)
+        return Move(ph == ARM_POST, upd)
     if name == "barrier_write":
-        return Move(s[f"ph{r}"] == ARM_BAR_SEND,
-                    {f"TB{r}": s[f"TB{r}"] + one8, f"ph{r}": z3.BitVecVal(ARM_BAR_READ, 8)})
+        upd = {f"ph{r}": bv(ARM_BAR_READ, 8)}
+        _tcp_push(s, r, upd, TCP_BYTE, bv(gs.WINDOW_BARRIER, 64))
+        return Move(ph == ARM_BAR_SEND, upd)
     if name == "barrier_read":
-        # only 0xD1 is ever written in the fragment, so the read always succeeds
-        return Move(z3.And(s[f"ph{r}"] == ARM_BAR_READ, s[f"TB{p}"] != 0),
-                    {f"TB{p}": s[f"TB{p}"] - one8, f"WA{r}": z3.BoolVal(True),
-                     f"ph{r}": z3.BitVecVal(SEND, 8)})
+        ok = z3.And(s[f"T1K{p}"] == TCP_BYTE, s[f"T1V{p}"] == gs.WINDOW_BARRIER)
+        upd = {f"WA{r}": ok, f"ph{r}": z3.If(ok, bv(SEND, 8), bv(FAILED, 8))}
+        _tcp_pop(s, p, upd)
+        return Move(z3.And(ph == ARM_BAR_READ, s[f"TN{p}"] != 0), upd)
     if name == "gate_send":
         # signal-last-only counts the chain once (the provider still completes every WR)
         counted = z3.If(prm["signal_last_only"], one32, c32)
-        return Move(s[f"ph{r}"] == SEND,
-                    {f"SQ{r}": s[f"SQ{r}"] + c32, f"SO{r}": s[f"SO{r}"] + counted,
-                     f"SENT{r}": umax(s[f"SENT{r}"], s[f"S{r}"]),
-                     "long_chain": _long_chain(s, prm), f"ph{r}": z3.BitVecVal(WAIT, 8)})
+        upd = {f"SQ{r}": s[f"SQ{r}"] + c32, f"SO{r}": s[f"SO{r}"] + counted,
+               f"SENT{r}": umax(s[f"SENT{r}"], s[f"S{r}"]),
+               "long_chain": _long_chain(s, prm), f"ph{r}": bv(WAIT, 8)}
+        # gate chunks queue behind dummies or big chunks still in flight
+        _unmodelled(s, upd, s[f"SQD{r}"] + s[f"WD{r}"] + big_in_flight(s, r) != 0)
+        return Move(ph == SEND, upd)
     if name == "transmit":
-        upd = {f"SQ{r}": s[f"SQ{r}"] - one32, f"WIRE{r}": s[f"WIRE{r}"] + one32}
-        _push_cqe(s, prm, r, "QS", upd)     # UC completes the send as it leaves
-        return Move(z3.And(s[f"SQ{r}"] != 0, z3.Not(s[f"OVF{r}"]), alive(s, r)), upd)
+        return _transmit(s, prm, r)
     if name == "deliver":
         return _deliver(s, prm, r)
     if name == "reap":
@@ -238,14 +374,32 @@ def action_move(name: str, r: int, s: State, prm: Params, choice: Mapping[str, z
     if name == "gate_done":
         seq = s[f"S{r}"]
         whole = z3.UGE(s[f"LANDED{r}"], times_c(prm, seq))
-        return Move(z3.And(s[f"ph{r}"] == WAIT, z3.UGE(s[f"RD{r}"], seq)),
+        return Move(z3.And(ph == WAIT, z3.UGE(s[f"RD{r}"], seq)),
                     {f"RQ{r}": s[f"RQ{r}"] + c32, f"L{r}": seq,
                      "stale": z3.Or(s["stale"], z3.Not(whole)),
                      "out_of_order": z3.Or(s["out_of_order"], seq != s[f"L{r}"] + 1),
-                     f"ph{r}": z3.BitVecVal(HOLD, 8)})
+                     f"ph{r}": bv(HOLD, 8)})
     if name == "consume":
-        return Move(s[f"ph{r}"] == HOLD, {f"ph{r}": z3.BitVecVal(IDLE, 8)})
+        upd: dict[str, z3.ExprRef] = {f"LB{r}": z3.BoolVal(False)}
+        _op_done(s, r, upd)
+        return Move(ph == HOLD, upd)
     raise KeyError(name)
+
+
+def _transmit(s: State, prm: Params, r: int) -> Move:
+    """The send queue's head leaves: gate chunks first, then dummies, then big chunks (the
+    order they were posted in; gate_send and big_send flag any other order)."""
+    gate, dummy = s[f"SQ{r}"] != 0, s[f"SQD{r}"] != 0
+    upd: dict[str, z3.ExprRef] = {}
+    for cond, sq, wire, q in ((gate, "SQ", "WIRE", "QS"),
+                              (z3.And(z3.Not(gate), dummy), "SQD", "WD", "QSD"),
+                              (z3.And(z3.Not(gate), z3.Not(dummy)), "SQB", "WB", "QSB")):
+        one: dict[str, z3.ExprRef] = {f"{sq}{r}": s[f"{sq}{r}"] - 1,
+                                      f"{wire}{r}": s[f"{wire}{r}"] + 1}
+        _push_cqe(s, prm, r, q, one)     # UC completes the send as it leaves
+        for k, v in one.items():
+            upd[k] = z3.If(cond, v, upd.get(k, s[k]))
+    return Move(z3.And(sq_total(s, r) != 0, z3.Not(s[f"OVF{r}"]), alive(s, r)), upd)
 
 
 def _fault_move(name: str, r: int, s: State, prm: Params) -> Move:
@@ -253,83 +407,279 @@ def _fault_move(name: str, r: int, s: State, prm: Params) -> Move:
     puts a completion nobody posted for into its CQ."""
     p = 1 - r
     ph = s[f"ph{r}"]
-    failed = {f"ph{r}": z3.BitVecVal(FAILED, 8), "faulted": z3.BoolVal(True)}
+    failed = {f"ph{r}": bv(FAILED, 8), "faulted": z3.BoolVal(True)}
     if name == "crash":         # the first fault only
         return Move(z3.And(prm["FAULTS"], alive(s, r), ph != INIT, z3.Not(s["faulted"])),
-                    {f"ph{r}": z3.BitVecVal(CRASHED, 8), "faulted": z3.BoolVal(True)})
+                    {f"ph{r}": bv(CRASHED, 8), "faulted": z3.BoolVal(True)})
     if name == "error_completion":      # once per rank, while it polls
         upd: dict[str, z3.ExprRef] = {f"EU{r}": z3.BoolVal(True), "faulted": z3.BoolVal(True)}
         _push_cqe(s, prm, r, "QE", upd)
-        return Move(z3.And(prm["FAULTS"], ph == WAIT, z3.Not(s[f"EU{r}"])), upd)
+        return Move(z3.And(prm["FAULTS"], ph_in(s, r, *REAP), z3.Not(s[f"EU{r}"])), upd)
     if name == "stray_completion":      # a warm-up leftover: not a fault of the protocol's own
         upd = {f"STR{r}": s[f"STR{r}"] + 1}
         _push_cqe(s, prm, r, "QW", upd)
         return Move(z3.And(prm["FAULTS"], alive(s, r), ph != INIT, z3.ULT(s[f"STR{r}"], 2)),
                     upd)
     if name == "timeout":       # spurious: the wait gives up
-        return Move(z3.And(prm["FAULTS"], ph == WAIT), failed)
+        return Move(z3.And(prm["FAULTS"], ph_in(s, r, *REAP)), failed)
     if name == "peer_gone":     # the peer is dead and the rank waits for it
-        waits = z3.Or(ph == WAIT, z3.And(ph == ARM_BAR_READ, s[f"TB{p}"] == 0))
-        return Move(z3.And(z3.Not(alive(s, p)), waits), {f"ph{r}": z3.BitVecVal(FAILED, 8)})
-    if name == "bad_call":      # a wrong layer or seq: gate() refuses it
-        return Move(z3.And(prm["FAULTS"], ph == IDLE, z3.ULT(s[f"L{r}"], prm["OPS"])), failed)
+        waits = z3.Or(ph_in(s, r, *REAP), z3.And(ph_in(s, r, *TCP_READS), s[f"TN{p}"] == 0))
+        return Move(z3.And(z3.Not(alive(s, p)), waits), {f"ph{r}": bv(FAILED, 8)})
+    if name == "bad_call":      # a wrong layer or seq: gate() refuses it before recording it
+        ok = _script_ok(s, r, bv(0), {})
+        return Move(z3.And(prm["FAULTS"], ph == IDLE, z3.ULT(s[f"OP{r}"], prm["OPS"]), ok),
+                    failed)
     raise KeyError(name)
 
 
 def _deliver(s: State, prm: Params, src: int) -> Move:
-    """The wire head from src meets the peer's receive-queue head (UC); a dead peer's NIC
-    takes nothing."""
+    """The wire head from src (gate chunks first, then dummies, then big chunks) meets the
+    head of the peer's receive queue (gate receives, or staging receives) over UC; a dead
+    peer's NIC takes nothing."""
     dst = 1 - src
-    upd: dict[str, z3.ExprRef] = {f"WIRE{src}": s[f"WIRE{src}"] - 1}
-    no_recv = z3.Or(s[f"RQ{dst}"] == 0, s[f"OVF{dst}"])
+    gate_msg, dummy_msg = s[f"WIRE{src}"] != 0, s[f"WD{src}"] != 0
+    big_msg = z3.And(z3.Not(gate_msg), z3.Not(dummy_msg))
+    upd: dict[str, z3.ExprRef] = {
+        f"WIRE{src}": z3.If(gate_msg, s[f"WIRE{src}"] - 1, s[f"WIRE{src}"]),
+        f"WD{src}": z3.If(z3.And(z3.Not(gate_msg), dummy_msg), s[f"WD{src}"] - 1,
+                          s[f"WD{src}"]),
+        f"WB{src}": z3.If(big_msg, s[f"WB{src}"] - 1, s[f"WB{src}"])}
+    # the next big chunk in flight from src (none left: back to 0)
+    last_big = z3.And(big_msg, big_in_flight(s, src) == 1)
+    upd[f"FX{src}"] = z3.If(big_msg, z3.If(last_big, bv(0), s[f"FX{src}"] + 1), s[f"FX{src}"])
+    upd[f"FNO{src}"] = z3.If(last_big, z3.BitVecVal(0, 64), s[f"FNO{src}"])
+    gate_rq, big_rq = s[f"RQ{dst}"] != 0, s[f"RQB{dst}"] != 0
+    no_recv = z3.Or(z3.And(z3.Not(gate_rq), z3.Not(big_rq)), s[f"OVF{dst}"])
     landed = s[f"LANDED{dst}"]
-    land: dict[str, z3.ExprRef] = {f"RQ{dst}": s[f"RQ{dst}"] - 1, f"LANDED{dst}": landed + 1}
-    _push_cqe(s, prm, dst, "QR", land)
-    # the message is chunk DV+1 of src's stream; the receive is chunk LANDED+1 of dst's
+    gate = div_c(prm, landed) + 1       # the gate of the receive at the head
+    land: dict[str, z3.ExprRef] = {}
+    mis = z3.BoolVal(False)
+    # into a gate receive: chunk LANDED+1 of dst's receive stream
+    into_gate = {f"RQ{dst}": s[f"RQ{dst}"] - 1, f"LANDED{dst}": landed + 1}
+    # a gate chunk: chunk DV+1 of src's stream
     aligned = delivered(s, prm, src) == landed
-    gate = div_c(prm, landed) + 1
     last_chunk = div_c(prm, landed + 1) == gate
     # the slot of `gate` still holds an unconsumed earlier gate (same slot: P gates back)
     clobber = z3.And(z3.UGT(gate, prm["P"]), z3.UGE(gate - prm["P"], consumed(s, dst) + 1))
-    land["misaligned"] = z3.Or(s["misaligned"], z3.Not(aligned))
-    land["clobbered"] = z3.Or(s["clobbered"], z3.And(aligned, clobber))
-    land[f"ARR{dst}"] = z3.If(z3.And(aligned, z3.Not(clobber), last_chunk),
-                              umax(s[f"ARR{dst}"], gate), s[f"ARR{dst}"])
+    g_ok = z3.And(aligned, z3.Not(clobber))
+    g_land = {**into_gate,
+              f"ARR{dst}": z3.If(z3.And(g_ok, last_chunk), umax(s[f"ARR{dst}"], gate),
+                                 s[f"ARR{dst}"]),
+              f"PG{dst}": z3.If(g_ok, z3.If(last_chunk, z3.BitVecVal(0, 64), gate),
+                                s[f"PG{dst}"])}
+    _push_cqe(s, prm, dst, "QR", g_land)
+    # a drain dummy: fits any lookahead receive of a later gate than the sender's last; the
+    # slot must not hold data (an unconsumed earlier gate that landed, or part of this one)
+    held_top = umax(s[f"ARR{dst}"], s[f"PG{dst}"])
+    d_aligned = z3.ULT(s[f"SENT{src}"], gate)
+    d_clobber = z3.Or(z3.And(z3.UGT(gate, prm["P"]), z3.UGE(gate - prm["P"],
+                                                             consumed(s, dst) + 1),
+                             z3.ULE(gate - prm["P"], held_top)),
+                      s[f"PG{dst}"] == gate)
+    d_land = dict(into_gate)
+    _push_cqe(s, prm, dst, "QRD", d_land)
+    # a big chunk into a staging receive: the same big gate and chunk index
+    b_land = {f"RQB{dst}": s[f"RQB{dst}"] - 1, f"BL{dst}": s[f"BL{dst}"] + 1}
+    _push_cqe(s, prm, dst, "QRB", b_land)
+    b_aligned = z3.And(s[f"FNO{src}"] == s[f"BNO{dst}"],
+                       s[f"FX{src}"] == s[f"BB{dst}"] + s[f"BL{dst}"])
+    cases = ((z3.And(gate_rq, gate_msg), g_land, z3.Not(aligned), z3.And(aligned, clobber)),
+             (z3.And(gate_rq, z3.Not(gate_msg), dummy_msg), d_land, z3.Not(d_aligned),
+              z3.And(d_aligned, d_clobber)),
+             (z3.And(gate_rq, big_msg), d_land, z3.BoolVal(True), z3.BoolVal(False)),
+             (z3.And(z3.Not(gate_rq), z3.Not(big_msg)), b_land, z3.BoolVal(True),
+              z3.BoolVal(False)),
+             (z3.And(z3.Not(gate_rq), big_msg), b_land, z3.Not(b_aligned), z3.BoolVal(False)))
+    clob = z3.BoolVal(False)
+    for cond, eff, m, c in cases:
+        for k, v in eff.items():
+            land[k] = z3.If(cond, v, land.get(k, s[k]))
+        mis = z3.Or(mis, z3.And(cond, m))
+        clob = z3.Or(clob, z3.And(cond, c))
+    land["misaligned"] = z3.Or(s["misaligned"], mis)
+    land["clobbered"] = z3.Or(s["clobbered"], clob)
     live = alive(s, dst)
+    # a mismatched landing is a violation already; the length errors it may cause are not
+    # modelled (the run ends there)
     for k, v in land.items():
         upd[k] = z3.If(z3.Or(no_recv, z3.Not(live)), s[k], v)
     upd["dropped"] = z3.Or(s["dropped"], z3.And(live, no_recv))
-    return Move(s[f"WIRE{src}"] != 0, upd)
+    return Move(s[f"WIRE{src}"] + s[f"WD{src}"] + s[f"WB{src}"] != 0, upd)
 
 
 def _reap(s: State, prm: Params, r: int, choice: Mapping[str, z3.ExprRef]) -> Move:
-    """Poll min(16, CQ) completions: ks sends, kr receives, kw warm-up leftovers (ignored) and
+    """Poll min(16, CQ) completions: k<kind> of each kind, kw warm-up leftovers (ignored) and
     ke error completions. The split is free (the CQ's interleaving is not kept); where the CQ
-    holds at most 16 entries, which the invariants bound, it is forced: everything is reaped.
-    An error fails the rank, which keeps the accounting of the ksb sends and krb receives
-    polled before it (all of them, without an error)."""
-    ks, kr, kw, ke = (choice[f"{k}{r}"] for k in ("ks", "kr", "kw", "ke"))
-    ksb, krb = choice[f"ksb{r}"], choice[f"krb{r}"]
-    n = umin(cq_used(s, r), z3.BitVecVal(POLL_BATCH, 32))
+    holds at most 16 entries it is forced: everything is reaped. An error fails the rank,
+    which keeps the accounting of the k<kind>b completions polled before it (all of them,
+    without an error).
+
+    What each completion counts for depends on the phase: a gate receive raises recv_done
+    in WAIT; in DRAIN_WAIT every receive counts for drain_recvs and every BULK-tagged send
+    (dummies, big chunks) for drain_sends; in BIG_XFER a staging receive counts for the window
+    and a BULK send for its sends. Completions the protocol would refuse (a gate or dummy
+    receive in a big-gate window, an index past the window) never occur: unmodelled."""
+    k = {n: choice[f"{n}{r}"] for n in KINDS}
+    kb = {n: choice[f"{n}b{r}"] for n in KINDS}
+    kw, ke = choice[f"kw{r}"], choice[f"ke{r}"]
+    ph = s[f"ph{r}"]
+    n = umin(cq_used(s, r), bv(POLL_BATCH))
     error = ke != 0
-    split = z3.And(ks + kr + kw + ke == n, z3.ULE(ks, s[f"QS{r}"]), z3.ULE(kr, s[f"QR{r}"]),
+    split = z3.And(sum(k.values(), bv(0)) + kw + ke == n,
+                   *(z3.ULE(k[x], s[f"{QUEUE_OF[x]}{r}"]) for x in KINDS),
                    z3.ULE(kw, z3.ZeroExt(24, s[f"QW{r}"])),
                    z3.ULE(ke, z3.ZeroExt(24, s[f"QE{r}"])),
-                   z3.If(error, z3.And(z3.ULE(ksb, ks), z3.ULE(krb, kr)),
-                         z3.And(ksb == ks, krb == kr)))
+                   z3.If(error, z3.And(*(z3.ULE(kb[x], k[x]) for x in KINDS)),
+                         z3.And(*(kb[x] == k[x] for x in KINDS))))
+    upd: dict[str, z3.ExprRef] = {f"{QUEUE_OF[x]}{r}": s[f"{QUEUE_OF[x]}{r}"] - k[x]
+                                  for x in KINDS}
+    upd[f"QW{r}"] = s[f"QW{r}"] - z3.Extract(7, 0, kw)
+    upd[f"QE{r}"] = s[f"QE{r}"] - z3.Extract(7, 0, ke)
+    in_wait, in_drain, in_big = ph == WAIT, ph == DRAIN_WAIT, ph == BIG_XFER
+    # recv_done: in WAIT, the highest gate whose last chunk is among the receives taken
+    krb = kb["kr"]
     rr = recvs_reaped(s, r)
-    top = div_c(prm, rr + z64(krb))     # highest gate whose last chunk is among those taken
+    top = div_c(prm, rr + z64(krb))
     rd = z3.If(z3.UGT(top, div_c(prm, rr)), umax(s[f"RD{r}"], top), s[f"RD{r}"])
     # tag-every-chunk: any chunk's completion names its gate, the last reaped chunk's included
     newest = div_c(prm, rr + z64(krb) + times_c(prm, z3.BitVecVal(1, 64)) - 1)
     rd = z3.If(z3.And(prm["tag_every_chunk"], krb != 0), umax(s[f"RD{r}"], newest), rd)
+    upd[f"RD{r}"] = z3.If(in_wait, rd, s[f"RD{r}"])
+    sends = kb["ks"] + kb["kds"] + kb["kbs"]
+    bulk_sends = kb["kds"] + kb["kbs"]
     so = s[f"SO{r}"]
-    return Move(z3.And(s[f"ph{r}"] == WAIT, cq_used(s, r) != 0, split),
-                {f"QS{r}": s[f"QS{r}"] - ks, f"QR{r}": s[f"QR{r}"] - kr,
-                 f"QW{r}": s[f"QW{r}"] - z3.Extract(7, 0, kw),
-                 f"QE{r}": s[f"QE{r}"] - z3.Extract(7, 0, ke), f"RD{r}": rd,
-                 f"SO{r}": z3.If(z3.UGE(so, ksb), so - ksb, z3.BitVecVal(0, 32)),
-                 f"ph{r}": z3.If(error, z3.BitVecVal(FAILED, 8), s[f"ph{r}"])})
+    upd[f"SO{r}"] = z3.If(z3.UGE(so, sends), so - sends, bv(0))
+    upd[f"DR{r}"] = z3.If(in_drain, s[f"DR{r}"] + kb["kr"] + kb["kdr"] + kb["kbr"],
+                          s[f"DR{r}"])
+    upd[f"DS{r}"] = z3.If(in_drain, s[f"DS{r}"] + bulk_sends, s[f"DS{r}"])
+    upd[f"BSD{r}"] = z3.If(in_big, s[f"BSD{r}"] + bulk_sends, s[f"BSD{r}"])
+    upd[f"BR{r}"] = z3.If(in_big, s[f"BR{r}"] + kb["kbr"], s[f"BR{r}"])
+    upd[f"ph{r}"] = z3.If(error, bv(FAILED, 8), ph)
+    _unmodelled(s, upd,
+                # dummy or big receives reaped as gate arrivals
+                z3.And(in_wait, k["kdr"] + k["kbr"] != 0),
+                # the window refuses anything but its own staging receives
+                z3.And(in_big, k["kr"] + k["kdr"] != 0),
+                z3.And(in_big, z3.UGT(s[f"BR{r}"] + k["kbr"], s[f"BW{r}"])))
+    return Move(z3.And(ph_in(s, r, *REAP), cq_used(s, r) != 0, split), upd)
+
+
+# ---------------------------------------------------------------------------- drain, big gates
+def _call_big(r: int, s: State, prm: Params, choice: Mapping[str, z3.ExprRef]) -> Move:
+    n = choice[f"kn{r}"]
+    upd = {f"K{r}": n, f"BNO{r}": s[f"BNO{r}"] + 1, f"BB{r}": bv(0),
+           f"HDR{r}": z3.BoolVal(False), f"ph{r}": bv(BIG_HDR_SEND, 8)}
+    ok = _script_ok(s, r, n, upd)
+    return Move(z3.And(prm["BIG"], s[f"ph{r}"] == IDLE, z3.ULT(s[f"OP{r}"], prm["OPS"]),
+                       z3.UGE(n, 1), z3.ULT(n, BIG_LIMIT), ok), upd)
+
+
+def _big_header_write(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    upd = {f"ph{r}": bv(BIG_HDR_READ, 8)}
+    _tcp_push(s, r, upd, TCP_HEADER, s[f"BNO{r}"], s[f"K{r}"], prm["rq_depth"])
+    return Move(s[f"ph{r}"] == BIG_HDR_SEND, upd)
+
+
+def _big_header_read(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    """The peer's header must name the same big gate; the window is the smaller depth."""
+    p = 1 - r
+    ok = z3.And(s[f"T1K{p}"] == TCP_HEADER, s[f"T1V{p}"] == s[f"BNO{r}"],
+                s[f"T1C{p}"] == s[f"K{r}"])
+    upd = {f"HDR{r}": ok, f"BD{r}": z3.If(ok, big_window(prm, umin(prm["rq_depth"],
+                                                                   s[f"T1D{p}"])),
+                                          s[f"BD{r}"]),
+           f"ph{r}": z3.If(ok, z3.If(s[f"WA{r}"], bv(DRAIN_POST, 8), bv(BIG_BEGIN, 8)),
+                           bv(FAILED, 8))}
+    _tcp_pop(s, p, upd)
+    return Move(z3.And(s[f"ph{r}"] == BIG_HDR_READ, s[f"TN{p}"] != 0), upd)
+
+
+def _drain_post(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    """window*chunks signaled dummies, queued behind the last gate's chunks."""
+    n = wc32(prm)
+    upd = {f"SQD{r}": s[f"SQD{r}"] + n, f"SO{r}": s[f"SO{r}"] + n, f"DR{r}": bv(0),
+           f"DS{r}": bv(0), f"ph{r}": bv(DRAIN_WAIT, 8)}
+    _unmodelled(s, upd, s[f"SQD{r}"] + s[f"WD{r}"] + big_in_flight(s, r) != 0)
+    return Move(s[f"ph{r}"] == DRAIN_POST, upd)
+
+
+def _drain_done(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    n = wc32(prm)
+    return Move(z3.And(s[f"ph{r}"] == DRAIN_WAIT, z3.UGE(s[f"DR{r}"], n),
+                       z3.UGE(s[f"DS{r}"], n), s[f"SO{r}"] == 0),
+                {f"RD{r}": s[f"L{r}"], f"WA{r}": z3.BoolVal(False),
+                 f"ph{r}": z3.If(s[f"HDR{r}"], bv(BIG_BEGIN, 8), bv(BIG_HDR_SEND, 8))})
+
+
+def _big_begin(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    active = s[f"WA{r}"]
+    return Move(s[f"ph{r}"] == BIG_BEGIN,
+                {f"BW{r}": z3.If(active, s[f"BW{r}"],
+                                 umin(s[f"BD{r}"], s[f"K{r}"] - s[f"BB{r}"])),
+                 **{f"{v}{r}": z3.If(active, s[f"{v}{r}"], bv(0))
+                    for v in ("BP", "BS", "BSD", "BR", "BL")},
+                 f"ph{r}": z3.If(active, bv(FAILED, 8), bv(BIG_POST, 8))})
+
+
+def _big_post_recv(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    n = umin(prm["chain_max"], s[f"BW{r}"] - s[f"BP{r}"])
+    posted = s[f"BP{r}"] + n
+    return Move(s[f"ph{r}"] == BIG_POST,
+                {f"RQB{r}": s[f"RQB{r}"] + n, f"BP{r}": posted,
+                 f"ph{r}": z3.If(posted == s[f"BW{r}"], bv(BIG_BAR_SEND, 8), bv(BIG_POST, 8))})
+
+
+def _big_barrier_write(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    tag = s[f"BT{r}"] + 1       # uint8: wraps after 255
+    upd = {f"BT{r}": tag, f"ph{r}": bv(BIG_BAR_READ, 8)}
+    _tcp_push(s, r, upd, TCP_BYTE, tag)
+    return Move(s[f"ph{r}"] == BIG_BAR_SEND, upd)
+
+
+def _big_barrier_read(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    p = 1 - r
+    ok = z3.And(s[f"T1K{p}"] == TCP_BYTE, s[f"T1V{p}"] == z64(s[f"BT{r}"]))
+    upd = {f"ph{r}": z3.If(ok, bv(BIG_XFER, 8), bv(FAILED, 8))}
+    _tcp_pop(s, p, upd)
+    return Move(z3.And(s[f"ph{r}"] == BIG_BAR_READ, s[f"TN{p}"] != 0), upd)
+
+
+def send_room(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    so, depth = s[f"SO{r}"], prm["SDEPTH"]
+    return umin(umin(prm["chain_max"], s[f"BW{r}"] - s[f"BS{r}"]),
+                z3.If(z3.UGE(so, depth), bv(0), depth - so))
+
+
+def _big_send(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    """The next sub-batch: staged and posted behind nothing else in flight."""
+    n = send_room(s, prm, r)
+    idle = big_in_flight(s, r) == 0
+    upd = {f"SQB{r}": s[f"SQB{r}"] + n, f"BS{r}": s[f"BS{r}"] + n, f"SO{r}": s[f"SO{r}"] + n,
+           f"FX{r}": z3.If(idle, s[f"BB{r}"] + s[f"BS{r}"], s[f"FX{r}"]),
+           f"FNO{r}": z3.If(idle, s[f"BNO{r}"], s[f"FNO{r}"])}
+    _unmodelled(s, upd, s[f"SQ{r}"] + s[f"WIRE{r}"] + s[f"SQD{r}"] + s[f"WD{r}"] != 0,
+                z3.And(s[f"BS{r}"] == 0, z3.Not(idle)))
+    return Move(z3.And(s[f"ph{r}"] == BIG_XFER, n != 0), upd)
+
+
+def _big_window_done(r: int, s: State, prm: Params, choice: Mapping) -> Move:
+    bw = s[f"BW{r}"]
+    base = s[f"BB{r}"] + bw
+    last = z3.UGE(base, s[f"K{r}"])
+    upd: dict[str, z3.ExprRef] = {f"BB{r}": base, f"LB{r}": z3.Or(s[f"LB{r}"], last)}
+    _op_done(s, r, upd)
+    upd[f"ph{r}"] = z3.If(last, bv(IDLE, 8), bv(BIG_BEGIN, 8))
+    upd[f"OP{r}"] = z3.If(last, upd[f"OP{r}"], s[f"OP{r}"])
+    return Move(z3.And(s[f"ph{r}"] == BIG_XFER, s[f"BS{r}"] == bw, s[f"BR{r}"] == bw,
+                       z3.UGE(s[f"BSD{r}"], bw)), upd)
+
+
+BIG_ACTIONS: dict[str, Callable[..., Move]] = {
+    "call_big": _call_big, "big_header_write": _big_header_write,
+    "big_header_read": _big_header_read, "drain_post": _drain_post, "drain_done": _drain_done,
+    "big_begin": _big_begin, "big_post_recv": _big_post_recv,
+    "big_barrier_write": _big_barrier_write, "big_barrier_read": _big_barrier_read,
+    "big_send": _big_send, "big_window_done": _big_window_done}
 
 
 def frame(s: State, t: State, upd: Mapping[str, z3.ExprRef]) -> z3.BoolRef:
@@ -365,19 +715,29 @@ def both(f: Callable[[State, Params, int], z3.BoolRef]) -> Callable[[State, Para
     return lambda s, prm: z3.And(f(s, prm, 0), f(s, prm, 1))
 
 
+def sends_pending(s: State, r: int) -> z3.BitVecRef:
+    return sq_total(s, r) + s[f"QS{r}"] + s[f"QSD{r}"] + s[f"QSB{r}"]
+
+
 def _send_accounting(s: State, prm: Params, r: int) -> z3.BoolRef:
     # the spec judges only a live rank's QP in RTS; an overflowed CQ put it in error
-    return z3.Or(s[f"OVF{r}"], z3.Not(alive(s, r)), s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"])
+    return z3.Or(s[f"OVF{r}"], z3.Not(alive(s, r)), s[f"SO{r}"] == sends_pending(s, r))
 
 
 def _queue_bounds(s: State, prm: Params, r: int) -> z3.BoolRef:
-    return z3.And(z3.ULE(s[f"RQ{r}"], prm["rq_depth"]), z3.ULE(s[f"SQ{r}"], prm["sq_depth"]),
+    return z3.And(z3.ULE(s[f"RQ{r}"] + s[f"RQB{r}"], prm["rq_depth"]),
+                  z3.ULE(sq_total(s, r), prm["sq_depth"]),
                   z3.Not(s[f"OVF{r}"]), z3.Not(s["long_chain"]))
 
 
 def _watermark_sound(s: State, prm: Params, r: int) -> z3.BoolRef:
     return z3.And(z3.Not(s["stale"]),
                   z3.Or(z3.Not(alive(s, r)), z3.ULE(s[f"RD{r}"], s[f"ARR{r}"])))
+
+
+def _mode_exclusive(s: State, prm: Params, r: int) -> z3.BoolRef:
+    return z3.And(z3.Not(z3.And(s[f"WA{r}"], ph_in(s, r, *BIG_WINDOW))),
+                  z3.Or(s[f"RQ{r}"] == 0, s[f"RQB{r}"] == 0))
 
 
 # The properties, as the spec's invariants of the same names judge them (gate_system.py).
@@ -389,33 +749,37 @@ PROPERTIES: dict[str, Callable[[State, Params], z3.BoolRef]] = {
     "send_accounting": both(_send_accounting),
     "queue_bounds": both(_queue_bounds),
     "gate_order": lambda s, prm: z3.Not(s["out_of_order"]),
-    # no big-gate phase exists in the decode-only workload the model covers, and every posted
-    # receive is a decode receive: the property is that every phase is a decode-window one
-    # (or a dead rank's)
-    "mode_exclusive": both(lambda s, prm, r: z3.ULE(s[f"ph{r}"], CRASHED)),
+    "mode_exclusive": both(_mode_exclusive),
 }
 
 
 def done(s: State, prm: Params) -> z3.BoolRef:
     """Each rank idle with the workload called, or dead (the spec's GateSystem.done)."""
-    return z3.And([z3.Or(z3.And(s[f"ph{r}"] == IDLE, z3.UGE(s[f"L{r}"], prm["OPS"])),
+    return z3.And([z3.Or(z3.And(s[f"ph{r}"] == IDLE, z3.UGE(s[f"OP{r}"], prm["OPS"])),
                          z3.Not(alive(s, r))) for r in (0, 1)])
 
 
-def reap_witness(s: State, r: int) -> dict[str, z3.ExprRef]:
-    """A split of one poll between the kinds of completion that always exists."""
-    n = umin(cq_used(s, r), z3.BitVecVal(POLL_BATCH, 32))
-    ks = umin(s[f"QS{r}"], n)
-    kr = umin(s[f"QR{r}"], n - ks)
-    kw = umin(z3.ZeroExt(24, s[f"QW{r}"]), n - ks - kr)
-    ke = n - ks - kr - kw
-    return {f"ks{r}": ks, f"kr{r}": kr, f"kw{r}": kw, f"ke{r}": ke,
-            f"ksb{r}": ks, f"krb{r}": kr}
+def choice_witness(s: State, r: int) -> dict[str, z3.ExprRef]:
+    """Choices that always exist: a split of one poll between the kinds of completion (in
+    CHOICES order, as many of each as fit), and the script's size for a big gate (1 if free)."""
+    n = umin(cq_used(s, r), bv(POLL_BATCH))
+    out: dict[str, z3.ExprRef] = {}
+    left = n
+    for x in KINDS:
+        out[f"{x}{r}"] = umin(s[f"{QUEUE_OF[x]}{r}"], left)
+        out[f"{x}b{r}"] = out[f"{x}{r}"]
+        left = left - out[f"{x}{r}"]
+    out[f"kw{r}"] = umin(z3.ZeroExt(24, s[f"QW{r}"]), left)
+    out[f"ke{r}"] = left - out[f"kw{r}"]
+    op = s[f"OP{r}"]
+    want = z3.If(op + 1 == s["SLEN"], s["SCA"], s["SCB"])
+    out[f"kn{r}"] = z3.If(z3.ULT(op, s["SLEN"]), want, bv(1))
+    return out
 
 
 def can_run(s: State, prm: Params, actions: Iterable[str]) -> z3.BoolRef:
     """Some of these actions is enabled."""
-    choice = {**reap_witness(s, 0), **reap_witness(s, 1)}
+    choice = {**choice_witness(s, 0), **choice_witness(s, 1)}
     return z3.Or([action_move(a, r, s, prm, choice).guard for a in actions for r in (0, 1)])
 
 
@@ -434,75 +798,241 @@ CONSEQUENCES: dict[str, Callable[[State, Params], z3.BoolRef]] = {"no_deadlock":
 
 
 # Strengthening invariants: facts of every reachable state that make the properties inductive.
+# Phase groups they use:
+ARMING = (ARM_POST, ARM_BAR_SEND, ARM_BAR_READ)
+DECODE_OP = (*ARMING, SEND, WAIT, HOLD)                 # inside a decode gate call
+PRE_DRAIN = (BIG_HDR_SEND, BIG_HDR_READ)
+DRAINING = (DRAIN_POST, DRAIN_WAIT)
+WINDOWS = (BIG_BEGIN, *BIG_WINDOW)                      # after the drain (if any)
+BIG_OP = (*PRE_DRAIN, *DRAINING, *WINDOWS)              # inside a big gate call
+B64 = 64
+
+
+def eph(s: State, r: int) -> z3.BitVecRef:
+    """The rank's phase, or for a dead rank the phase it died in: a dead rank's counters stay
+    what they were, so the facts its phase implies about them still hold."""
+    return z3.If(alive(s, r), s[f"ph{r}"], s[f"DPH{r}"])
+
+
+def eph_in(s: State, r: int, *codes: int) -> z3.BoolRef:
+    e = eph(s, r)
+    return z3.Or([e == c for c in codes])
+
+
+def _z(w: int = 32) -> z3.BitVecRef:
+    return z3.BitVecVal(0, w)
+
+
+def closed(s: State, r: int) -> z3.BoolRef:
+    """The rank drained its window since it last armed one (its gate receives are all
+    consumed): the window is inactive after at least one gate, and it has not re-armed."""
+    return z3.And(z3.Not(s[f"WA{r}"]), s[f"L{r}"] != 0,
+                  z3.Not(eph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ)))
+
+
+def dummies_posted(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    return z3.If(z3.Or(eph(s, r) == DRAIN_WAIT, closed(s, r)), wc32(prm), _z())
+
+
+def dummies_delivered(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    return dummies_posted(s, prm, r) - s[f"SQD{r}"] - s[f"WD{r}"]
+
+
+def draining_window(s: State, r: int) -> z3.BoolRef:
+    """The rank is in a big gate with its decode window still to drain (or draining)."""
+    return z3.And(eph_in(s, r, *PRE_DRAIN, *DRAINING), s[f"WA{r}"])
+
+
+def dummies_in(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    """Gate receives of r's current window that the peer's dummies consumed."""
+    return z3.If(draining_window(s, r), dummies_delivered(s, prm, 1 - r),
+                 z3.If(closed(s, r), wc32(prm), _z()))
+
+
 def _phase_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Phase fixes seq, the window flag and the sends: S = L or L + 1, sends only in WAIT. A
-    dead rank keeps what it had when it died."""
-    ph, L, S, sent = s[f"ph{r}"], s[f"L{r}"], s[f"S{r}"], s[f"SENT{r}"]
-    opening = ph_in(s, r, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT)
+    """Phase fixes seq, the window flag, the sends and the big-gate header: S = L + 1 while a
+    decode gate is open, else L; the window is active from arming until the drain."""
+    ph, L, S, sent = eph(s, r), s[f"L{r}"], s[f"S{r}"], s[f"SENT{r}"]
+    opening = eph_in(s, r, *ARMING, SEND, WAIT)
+    between = z3.Or(ph == IDLE, eph_in(s, r, *PRE_DRAIN))
     live = z3.And(
         z3.If(opening, S == L + 1, S == L),
-        z3.Implies(ph_in(s, r, INIT, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ), L == 0),
+        z3.Implies(ph == INIT, z3.And(L == 0, s[f"OP{r}"] == 0, s[f"BNO{r}"] == 0,
+                                      z3.Not(s[f"LB{r}"]))),
+        z3.Implies(eph_in(s, r, *ARMING), z3.Or(L == 0, s[f"LB{r}"])),
         z3.Implies(ph == HOLD, L != 0),
-        s[f"WA{r}"] == z3.Or(ph_in(s, r, SEND, WAIT, HOLD), z3.And(ph == IDLE, L != 0)),
-        sent == z3.If(ph == WAIT, S, L))
-    dead = z3.And(z3.ULE(L, S), z3.ULE(S, L + 1), z3.Or(sent == S, sent == L),
-                  z3.Implies(L != 0, s[f"WA{r}"]))
-    return z3.And(z3.ULE(ph, CRASHED), z3.If(alive(s, r), live, dead))
+        s[f"WA{r}"] == z3.Or(eph_in(s, r, SEND, WAIT, HOLD, *DRAINING),
+                             z3.And(between, L != 0, z3.Not(s[f"LB{r}"]))),
+        sent == z3.If(ph == WAIT, S, L),
+        z3.Implies(eph_in(s, r, *DRAINING, *WINDOWS), s[f"HDR{r}"]),
+        z3.Implies(eph_in(s, r, *PRE_DRAIN), z3.Not(s[f"HDR{r}"])),
+        z3.Implies(eph_in(s, r, *DRAINING), z3.And(z3.Not(s[f"LB{r}"]), L != 0)),
+        z3.Implies(eph_in(s, r, *PRE_DRAIN, *DRAINING), s[f"BB{r}"] == 0),
+        z3.Implies(eph_in(s, r, *BIG_OP), z3.And(z3.UGE(s[f"K{r}"], 1),
+                                                z3.ULT(s[f"BB{r}"], s[f"K{r}"]))))
+    # a dead rank keeps these with the phase it died in
+    return z3.And(z3.ULE(s[f"ph{r}"], CRASHED), z3.ULE(s[f"DPH{r}"], BIG_XFER),
+                  z3.If(alive(s, r), s[f"DPH{r}"] == 0, s[f"DPH{r}"] != INIT), live)
 
 
 def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Sequence numbers stay within the workload, below the tag bits, so no 64-bit sum
+    """Sequence numbers and counters stay within the workload, below the tag bits, so no sum
     wraps."""
-    below = [z3.ULT(s[f"{v}{r}"], SEQ_LIMIT) for v in ("S", "L", "RD", "ARR", "SENT")]
+    below = [z3.ULT(s[f"{v}{r}"], SEQ_LIMIT) for v in ("S", "L", "RD", "ARR", "SENT", "PG")]
     return z3.And(*below, z3.ULT(s[f"S{r}"] + prm["W"], SEQ_LIMIT),
                   z3.ULT(s[f"LANDED{r}"], 2 * SEQ_LIMIT), z3.ULE(s[f"L{r}"], s[f"S{r}"]),
-                  z3.ULE(s[f"S{r}"], prm["OPS"]))
+                  z3.ULE(s[f"S{r}"], prm["OPS"]), z3.ULE(s[f"OP{r}"], prm["OPS"]),
+                  z3.ULE(s[f"L{r}"] - z3.If(eph(s, r) == HOLD, z3.BitVecVal(1, 64),
+                                            z3.BitVecVal(0, 64)), s[f"OP{r}"]),
+                  z3.ULE(s[f"BNO{r}"] - z3.If(eph_in(s, r, *BIG_OP), z3.BitVecVal(1, 64),
+                                              z3.BitVecVal(0, 64)), s[f"OP{r}"]),
+                  z3.ULE(s[f"BNO{r}"], s[f"OP{r}"] + 1), z3.ULE(s[f"L{r}"], s[f"OP{r}"] + 1),
+                  z3.ULE(s["SLEN"], prm["OPS"]),
+                  z3.ULT(s[f"K{r}"], BIG_LIMIT), z3.ULE(s[f"BB{r}"], s[f"K{r}"]),
+                  z3.ULE(s[f"BD{r}"], prm["BCAP"]), z3.ULE(s[f"BW{r}"], s[f"BD{r}"]),
+                  z3.ULE(s[f"BP{r}"], s[f"BW{r}"]), z3.ULE(s[f"BS{r}"], s[f"BW{r}"]),
+                  z3.ULE(s[f"BL{r}"], s[f"BP{r}"]), z3.ULE(s[f"BR{r}"], s[f"BL{r}"]),
+                  z3.ULE(s[f"BSD{r}"], s[f"BS{r}"]),
+                  z3.ULT(s["SCA"], BIG_LIMIT), z3.ULT(s["SCB"], BIG_LIMIT))
+
+
+def _script_kept(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """The script holds each rank's current op (once called) and its last op's kind."""
+    op, slen = s[f"OP{r}"], s["SLEN"]
+    at = {0: s["SCA"], 1: s["SCB"]}
+
+    def entry_is(k: z3.BitVecRef, cond: Callable[[z3.BitVecRef], z3.BoolRef]) -> z3.BoolRef:
+        return z3.And(*(z3.Implies(k + 1 + back == slen, cond(v)) for back, v in at.items()))
+
+    called = eph_in(s, r, *DECODE_OP, *BIG_OP)
+    return z3.And(z3.ULE(op, slen), z3.ULE(slen, op + 2),
+                  z3.Implies(op == 0, z3.Not(s[f"LB{r}"])),
+                  z3.Implies(called, z3.ULT(op, slen)),
+                  z3.Implies(eph_in(s, r, *BIG_OP), entry_is(op, lambda v: v == s[f"K{r}"])),
+                  z3.Implies(eph_in(s, r, *DECODE_OP), entry_is(op, lambda v: v == 0)),
+                  z3.Implies(op != 0, entry_is(op - 1, lambda v: (v != 0) == s[f"LB{r}"])),
+                  z3.Implies(z3.And(s[f"LB{r}"], z3.Not(eph_in(s, r, *BIG_OP))),
+                             entry_is(op - 1, lambda v: v == s[f"K{r}"])))
+
+
+def _ops_in_step(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """The ranks are at most one op apart; the script is as long as the furthest op called.
+    Live ranks count the same big gates and decode gates, but for the op one is ahead by."""
+    p = 1 - r
+    op, pop = s[f"OP{r}"], s[f"OP{p}"]
+    in_big = [z3.If(eph_in(s, x, *BIG_OP), z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+              for x in (0, 1)]
+    in_hold = [z3.If(eph(s, x) == HOLD, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+               for x in (0, 1)]
+    one, zero = z3.BitVecVal(1, 64), z3.BitVecVal(0, 64)
+    ahead_big = z3.If(z3.And(op == pop + 1, s[f"LB{r}"]), one, zero) - z3.If(
+        z3.And(pop == op + 1, s[f"LB{p}"]), one, zero)
+    ahead_dec = z3.If(z3.And(op == pop + 1, z3.Not(s[f"LB{r}"])), one, zero) - z3.If(
+        z3.And(pop == op + 1, z3.Not(s[f"LB{p}"])), one, zero)
+    return z3.And(z3.ULE(op, pop + 1), z3.Or(s["SLEN"] == umax(op, pop),
+                                             s["SLEN"] == umax(op, pop) + 1),
+                  s[f"BNO{r}"] - in_big[r] - (s[f"BNO{p}"] - in_big[p]) == ahead_big,
+                  s[f"L{r}"] - in_hold[r] - (s[f"L{p}"] - in_hold[p]) == ahead_dec)
 
 
 def _window_posted(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Armed, the receives posted so far cover gates 1 .. last_gate_seq + window (a dead rank:
-    either that or none)."""
+    """The gate receives posted since arming cover gates 1 .. last_gate_seq + window (none
+    before the first arming; after a drain, all consumed); staging receives are the window's
+    posted and not landed."""
     total = s[f"LANDED{r}"] + z64(s[f"RQ{r}"])
     full = total == times_c(prm, s[f"L{r}"] + prm["W"])
     none = z3.And(s[f"LANDED{r}"] == 0, s[f"RQ{r}"] == 0)
-    return z3.If(alive(s, r), z3.If(armed(s, r), full, none),
-                 z3.If(s[f"WA{r}"], full, z3.Or(full, none)))
+    is_armed = z3.Or(eph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ), s[f"WA{r}"])
+    gate = z3.And(z3.If(z3.Or(is_armed, s[f"L{r}"] != 0), full, none),
+                  z3.Implies(z3.Not(is_armed), s[f"RQ{r}"] == 0))
+    staging = z3.And(s[f"RQB{r}"] == s[f"BP{r}"] - s[f"BL{r}"],
+                     z3.Implies(z3.Not(eph_in(s, r, *BIG_WINDOW)), s[f"RQB{r}"] == 0))
+    return z3.And(gate, staging)
 
 
-def _barrier_bytes(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """r's barrier byte is in flight exactly from its write until the peer reads it; a rank
-    whose window is active has read the peer's byte, so the peer has posted its window."""
+def _tcp_in_flight(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """What r wrote on TCP and the peer has not read: its window barrier byte (until the peer
+    reads it), its big-gate header, its latest big-gate barrier byte; at most the header and
+    one byte at once. Counted by the headers (big_no) and tags each side wrote and read."""
     p = 1 - r
-    wrote = z3.Or(s[f"ph{r}"] == ARM_BAR_READ, s[f"WA{r}"])
-    in_flight = z3.If(z3.And(wrote, z3.Not(s[f"WA{p}"])), z3.BitVecVal(1, 8),
-                      z3.BitVecVal(0, 8))
-    return z3.And(z3.ULE(s[f"TB{r}"], 1),
-                  z3.If(alive(s, r), z3.And(s[f"TB{r}"] == in_flight,
-                                            z3.Implies(s[f"WA{p}"], wrote)),
-                        z3.Implies(s[f"WA{p}"], s[f"TB{r}"] == 0)))
+    n = s[f"TN{r}"]
+    one8, zero8 = z3.BitVecVal(1, 8), z3.BitVecVal(0, 8)
+    ph, pph = eph(s, r), eph(s, p)
+    same_op = s[f"OP{r}"] == s[f"OP{p}"]
+    arm = z3.Or(z3.And(ph == ARM_BAR_READ,
+                       z3.Or(z3.ULT(s[f"OP{p}"], s[f"OP{r}"]),
+                             z3.And(same_op, eph_in(s, p, INIT, IDLE, *ARMING)))),
+                z3.And(eph_in(s, r, SEND, WAIT), same_op, pph == ARM_BAR_READ))
+    hdr_w = s[f"BNO{r}"] - z3.If(ph == BIG_HDR_SEND, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+    hdr_r = s[f"BNO{p}"] - z3.If(eph_in(s, p, *PRE_DRAIN), z3.BitVecVal(1, 64),
+                                 z3.BitVecVal(0, 64))
+    hdr = hdr_w - hdr_r
+    byte = s[f"BT{r}"] - s[f"BT{p}"] + z3.If(pph == BIG_BAR_READ, one8, zero8)
+    items = z3.If(arm, one8, zero8) + z3.Extract(7, 0, hdr) + byte
+    exact = z3.And(
+        z3.Or(hdr == 0, hdr == 1), z3.Or(byte == 0, byte == 1), n == items,
+        z3.Implies(arm, z3.And(hdr == 0, byte == 0, s[f"T1K{r}"] == TCP_BYTE,
+                               s[f"T1V{r}"] == gs.WINDOW_BARRIER)),
+        z3.Implies(hdr == 1, z3.And(s[f"T1K{r}"] == TCP_HEADER, s[f"T1V{r}"] == s[f"BNO{r}"],
+                                    s[f"T1C{r}"] == s[f"K{r}"],
+                                    s[f"T1D{r}"] == prm["rq_depth"])),
+        z3.Implies(z3.And(byte == 1, hdr == 0),
+                   z3.And(s[f"T1K{r}"] == TCP_BYTE, s[f"T1V{r}"] == z64(s[f"BT{r}"]))),
+        z3.Implies(z3.And(byte == 1, hdr == 1),
+                   z3.And(s[f"T2K{r}"] == TCP_BYTE, s[f"T2V{r}"] == z64(s[f"BT{r}"]))))
+    # what holds of r's items whoever is alive: a header names r's big gate and depth; a
+    # second item is r's latest big-gate byte
+    fields = z3.And(
+        z3.Implies(s[f"T1K{r}"] == TCP_HEADER,
+                   z3.And(s[f"T1V{r}"] == s[f"BNO{r}"], s[f"T1C{r}"] == s[f"K{r}"],
+                          s[f"T1D{r}"] == prm["rq_depth"])),
+        z3.Implies(n == 2, z3.And(s[f"T1K{r}"] == TCP_HEADER, s[f"T2K{r}"] == TCP_BYTE,
+                                  s[f"T2V{r}"] == z64(s[f"BT{r}"]))),
+        z3.Implies(s[f"T1K{r}"] == TCP_BYTE,
+                   z3.Or(s[f"T1V{r}"] == gs.WINDOW_BARRIER, s[f"T1V{r}"] == z64(s[f"BT{r}"]))))
+    empty_slots = z3.And(
+        z3.Implies(n == 0, z3.And(*(s[f"T1{f}{r}"] == 0 for f in TCP_FIELDS))),
+        z3.Implies(z3.ULE(n, 1), z3.And(*(s[f"T2{f}{r}"] == 0 for f in TCP_FIELDS))))
+    return z3.And(z3.ULE(n, 2), empty_slots, fields, exact)
 
 
 def _streams_conserved(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Every chunk r sent is in its send queue, on the wire, or landed at the peer, in order."""
+    """Every gate chunk r sent is in its send queue, on the wire, or landed at the peer, in
+    order; the peer's gate receives of the current window took r's gate chunks and then r's
+    dummies. Sends not reaped are what send_outstanding counts."""
     p = 1 - r
     sent = times_c(prm, s[f"SENT{r}"])
     # a dead peer's NIC takes nothing: what reaches it is gone
-    landed = z3.If(alive(s, p), s[f"LANDED{p}"] == delivered(s, prm, r),
-                   z3.ULE(s[f"LANDED{p}"], delivered(s, prm, r)))
+    took = delivered(s, prm, r) + z64(dummies_in(s, prm, p))
+    landed = z3.If(alive(s, p), s[f"LANDED{p}"] == took, z3.ULE(s[f"LANDED{p}"], took))
     return z3.And(z3.ULE(z64(s[f"SQ{r}"]) + z64(s[f"WIRE{r}"]), sent), landed,
                   z3.ULE(z64(s[f"QS{r}"]), transmitted(s, prm, r)),
                   z3.ULE(z64(s[f"QR{r}"]), s[f"LANDED{r}"]),
-                  z3.Implies(alive(s, r), s[f"SO{r}"] == s[f"SQ{r}"] + s[f"QS{r}"]))
+                  z3.Implies(alive(s, r), s[f"SO{r}"] == sends_pending(s, r)))
 
 
 def _watermark_counts_reaped(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """recv_done is the last gate whose last chunk's completion was reaped; arrived is the
-    last gate whose last chunk landed; a passed gate is below both."""
+    """While the window is open, recv_done is the last gate whose last chunk's completion was
+    reaped and arrived the last whose last chunk landed; from the drain on, both are
+    last_gate_seq and no gate completion is left. A passed gate is below both."""
     counted = div_c(prm, recvs_reaped(s, r))
+    open_ = z3.And(z3.Not(draining_window(s, r)), z3.Not(closed(s, r)))
+    live = z3.If(open_, z3.And(s[f"RD{r}"] == counted,
+                               s[f"ARR{r}"] == div_c(prm, s[f"LANDED{r}"])),
+                 z3.And(s[f"RD{r}"] == s[f"L{r}"], s[f"ARR{r}"] == s[f"L{r}"],
+                        s[f"QR{r}"] == 0, s[f"PG{r}"] == 0))
     # a rank failed by an error completion kept only what it polled before the error
-    return z3.And(z3.If(alive(s, r), s[f"RD{r}"] == counted, z3.ULE(s[f"RD{r}"], counted)),
-                  s[f"ARR{r}"] == div_c(prm, s[f"LANDED{r}"]),
+    return z3.And(z3.If(alive(s, r), live, z3.ULE(s[f"RD{r}"], counted)),
                   z3.ULE(s[f"L{r}"], s[f"RD{r}"]))
+
+
+def _partial_gate(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """A gate's first chunk landed without its last exactly while the receive stream stands
+    between the two, at the next gate after those whole."""
+    odd = z3.Extract(0, 0, s[f"LANDED{r}"]) == 1
+    return z3.If(
+        z3.And(prm["C"] == 2, odd, z3.Not(draining_window(s, r)), z3.Not(closed(s, r))),
+        s[f"PG{r}"] == s[f"ARR{r}"] + 1, s[f"PG{r}"] == 0)
 
 
 def _lockstep(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -513,8 +1043,7 @@ def _lockstep(s: State, prm: Params, r: int) -> z3.BoolRef:
     return z3.And(z3.ULE(s[f"SENT{r}"], dv_gates + 1),
                   z3.ULE(s[f"L{r}"], s[f"L{p}"] + 1),
                   z3.ULE(s[f"SENT{r}"], s[f"SENT{p}"] + 1),
-                  z3.Implies(s[f"ph{p}"] == HOLD, z3.ULE(s[f"SENT{r}"], s[f"L{p}"] + 1)),
-                  z3.Implies(s[f"SENT{r}"] != 0, s[f"WA{r}"]))
+                  z3.Implies(eph(s, p) == HOLD, z3.ULE(s[f"SENT{r}"], s[f"L{p}"] + 1)))
 
 
 def _completions_behind(s: State, prm: Params, r: int) -> z3.BoolRef:
@@ -533,6 +1062,212 @@ def _completions_behind(s: State, prm: Params, r: int) -> z3.BoolRef:
                                             z3.BitVecVal(0, 8))))
 
 
+def _drain_counts(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Dummies: posted once per drain, window*chunks of them; their send completions count
+    for drain_sends, the peer's dummies landing here for drain_recvs. Dummies in flight
+    consume exactly the peer's remaining gate receives, which ask for later gates than the
+    sender's last; the peer is draining too, at the same last gate."""
+    p = 1 - r
+    ph = eph(s, r)
+    flying = s[f"SQD{r}"] + s[f"WD{r}"]
+    # (drain_sends and drain_recvs of a rank an error completion failed are partial)
+    return z3.And(
+        z3.If(ph == DRAIN_WAIT,
+              z3.Implies(alive(s, r), s[f"DS{r}"] + s[f"QSD{r}"] + s[f"SQD{r}"] == wc32(prm)),
+              z3.And(s[f"SQD{r}"] == 0, s[f"QSD{r}"] == 0)),
+        z3.Implies(s[f"WD{r}"] != 0, z3.Or(ph == DRAIN_WAIT, closed(s, r))),
+        # (the peer's dummies reach r whether or not the peer is still alive)
+        z3.Implies(alive(s, r), z3.If(
+            ph == DRAIN_WAIT, s[f"DR{r}"] + s[f"QRD{r}"] == dummies_in(s, prm, r),
+            z3.If(draining_window(s, r), s[f"QRD{r}"] == dummies_in(s, prm, r),
+                  s[f"QRD{r}"] == 0))),
+        z3.Implies(flying != 0,
+                   z3.And(draining_window(s, p), s[f"L{r}"] == s[f"L{p}"],
+                          s[f"OP{r}"] == s[f"OP{p}"], eph_in(s, p, BIG_HDR_READ, *DRAINING),
+                          z3.Implies(alive(s, p), flying == s[f"RQ{p}"]))))
+
+
+def _big_window_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """After the header exchange the depth is the agreed one; a window is min(depth, chunks
+    left) and not empty; all its receives are posted before its barrier; sends, completions
+    and receives are counted against it."""
+    ph = eph(s, r)
+    depth = big_window(prm, prm["rq_depth"])
+    in_win = eph_in(s, r, *BIG_WINDOW)
+    return z3.And(
+        z3.Implies(eph_in(s, r, *DRAINING, *WINDOWS), s[f"BD{r}"] == depth),
+        z3.Implies(in_win, z3.And(
+            s[f"BW{r}"] == umin(s[f"BD{r}"], s[f"K{r}"] - s[f"BB{r}"]),
+            z3.Implies(eph_in(s, r, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER),
+                       s[f"BP{r}"] == s[f"BW{r}"]),
+            z3.Implies(ph != BIG_XFER, z3.And(s[f"BS{r}"] == 0, s[f"BR{r}"] == 0,
+                                              s[f"BSD{r}"] == 0)),
+            # nothing reaches the window before its barrier byte is written
+            z3.Implies(eph_in(s, r, BIG_POST, BIG_BAR_SEND), s[f"BL{r}"] == 0),
+            # (partial for a rank an error completion failed)
+            z3.Implies(alive(s, r), z3.And(
+                s[f"BR{r}"] + s[f"QRB{r}"] == s[f"BL{r}"],
+                s[f"BS{r}"] == s[f"SQB{r}"] + s[f"QSB{r}"] + s[f"BSD{r}"])))),
+        z3.Implies(z3.Not(in_win), z3.And(s[f"SQB{r}"] == 0, s[f"QSB{r}"] == 0,
+                                          s[f"QRB{r}"] == 0)),
+        # a window starts with everything before it completed
+        z3.Implies(eph_in(s, r, *WINDOWS), z3.And(
+            s[f"SQ{r}"] == 0, s[f"QS{r}"] == 0, s[f"SQD{r}"] == 0, s[f"QSD{r}"] == 0,
+            s[f"QR{r}"] == 0, s[f"QRD{r}"] == 0)),
+        z3.Implies(z3.And(alive(s, r), eph_in(s, r, BIG_BEGIN, BIG_POST, BIG_BAR_SEND)),
+                   s[f"SO{r}"] == 0))
+
+
+def _big_chunks_aligned(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """r's big chunks in flight belong to the window the peer has posted and waits in: the
+    same big gate, the next chunk the peer's receives expect, no more than it posted. The
+    ranks' windows are the same size."""
+    p = 1 - r
+    flying = big_in_flight(s, r)
+    same_win = z3.And(s[f"BNO{p}"] == s[f"BNO{r}"], s[f"BB{p}"] == s[f"BB{r}"])
+    # a dead peer's NIC takes nothing: the chunks reaching it are gone
+    return z3.And(
+        z3.Implies(flying != 0, z3.And(
+            eph_in(s, p, BIG_BAR_READ, BIG_XFER), s[f"FNO{r}"] == s[f"BNO{p}"],
+            # they are for the peer's window, dead or alive (a dead peer cannot finish it)
+            z3.ULE(s[f"BB{p}"], s[f"FX{r}"]),
+            z3.ULE(z64(s[f"FX{r}"]) + z64(flying), z64(s[f"BB{p}"]) + z64(s[f"BW{p}"])),
+            z3.Implies(alive(s, p), z3.And(s[f"FX{r}"] == s[f"BB{p}"] + s[f"BL{p}"],
+                                           z3.ULE(flying, s[f"RQB{p}"]))))),
+        z3.Implies(flying == 0, z3.And(s[f"FX{r}"] == 0, s[f"FNO{r}"] == 0)),
+        # the chunks in flight are the last sent: of the current window, or of the window
+        # just done (or, once the next big gate is called, of the last big gate)
+        z3.Implies(z3.And(flying != 0, s[f"FNO{r}"] == s[f"BNO{r}"]), z3.And(
+            s[f"FX{r}"] + flying == s[f"BB{r}"] + z3.If(eph(s, r) == BIG_XFER,
+                                                        s[f"BS{r}"], bv(0)),
+            z3.ULE(flying, z3.If(eph(s, r) == BIG_XFER, s[f"BS{r}"], s[f"BD{r}"])))),
+        z3.Implies(z3.And(flying != 0, s[f"FNO{r}"] != s[f"BNO{r}"]),
+                   z3.And(s[f"FNO{r}"] + 1 == s[f"BNO{r}"], eph_in(s, r, *PRE_DRAIN))),
+        # the peer's window gets nothing from r before r is in it too (or past it)
+        z3.Implies(z3.And(eph_in(s, p, *BIG_WINDOW), alive(s, p),
+                          z3.Not(z3.And(eph_in(s, r, *BIG_WINDOW), same_win)),
+                          z3.Not(z3.Or(s[f"OP{r}"] == s[f"OP{p}"] + 1,
+                                       z3.And(s[f"OP{r}"] == s[f"OP{p}"],
+                                              eph_in(s, r, *WINDOWS),
+                                              z3.UGT(s[f"BB{r}"], s[f"BB{p}"]))))),
+                   s[f"BL{p}"] == 0),
+        # a rank past the peer's window sent all of it: what did not reach the peer is in
+        # flight
+        z3.Implies(z3.And(eph_in(s, p, *BIG_WINDOW), alive(s, p),
+                          z3.Or(z3.And(s[f"OP{r}"] == s[f"OP{p}"] + 1, s[f"LB{r}"]),
+                                z3.And(s[f"OP{r}"] == s[f"OP{p}"], eph_in(s, r, *WINDOWS),
+                                       z3.UGT(s[f"BB{r}"], s[f"BB{p}"])))),
+                   z64(s[f"BL{p}"]) + z64(flying) == z64(s[f"BW{p}"])),
+        # in the same window, what reached the peer plus what is in flight is what r sent
+        z3.Implies(z3.And(eph_in(s, r, *BIG_WINDOW), eph_in(s, p, *BIG_WINDOW), same_win),
+                   z3.And(s[f"BW{r}"] == s[f"BW{p}"],
+                          z3.Implies(alive(s, p), z64(s[f"BL{p}"]) + z64(flying)
+                                     == z64(s[f"BS{r}"])))),
+        z3.Implies(eph(s, r) == BIG_XFER,
+                   z3.Or(z3.And(same_win, eph_in(s, p, BIG_BAR_READ, BIG_XFER)),
+                         z3.And(z3.Not(same_win), flying == 0, s[f"BS{r}"] == s[f"BW{r}"]))))
+
+
+def _cq_budget(s: State, prm: Params, r: int, room: bool = False) -> z3.BoolRef:
+    """In a drain or a big-gate window, the completions in the CQ plus those the posted work
+    requests can still bring, plus room for the leftovers and error completion still
+    possible, never exceed the CQ: window*chunks dummies each way and the last gates' 2C
+    sends in a drain, a big window's sends and receives after it."""
+    c2 = z3.Extract(31, 0, times_c(prm, z3.BitVecVal(2, 64)))
+    core = (s[f"QS{r}"] + s[f"QR{r}"] + s[f"QSD{r}"] + s[f"QRD{r}"] + s[f"QSB{r}"]
+            + s[f"QRB{r}"] + sq_total(s, r) + s[f"RQ{r}"] + s[f"RQB{r}"])
+    reserve = z3.If(prm["FAULTS"], z3.ZeroExt(24, s[f"QW{r}"]) + 2 - z3.ZeroExt(24, s[f"STR{r}"])
+                    + z3.ZeroExt(24, s[f"QE{r}"]) + z3.If(s[f"EU{r}"], bv(0), bv(1)), bv(0))
+    wins = eph_in(s, r, *WINDOWS)
+    bound = z3.If(wins, 2 * s[f"BW{r}"], 2 * wc32(prm) + c2)
+    # decode windows are bounded by completions_behind instead (at most 4C, by lockstep)
+    when = z3.And(alive(s, r), z3.Or(wins, eph_in(s, r, *DRAINING), draining_window(s, r)))
+    return z3.Implies(when, z3.If(room, z3.ULE(bound + reserve, prm["cq_depth"]),
+                                  z3.ULE(core, bound)))
+
+
+def _counts_small(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Dummy and big-chunk counts stay within a drain's and a window's size, so no 32-bit
+    sum of them wraps."""
+    wc, cap = wc32(prm), prm["BCAP"]
+    return z3.And(z3.ULE(s[f"SQD{r}"], wc), z3.ULE(s[f"WD{r}"], wc),
+                  z3.ULE(s[f"SQD{r}"] + s[f"WD{r}"], wc), z3.ULE(s[f"QSD{r}"], wc),
+                  z3.ULE(s[f"QRD{r}"], wc), z3.ULE(s[f"DR{r}"], wc), z3.ULE(s[f"DS{r}"], wc),
+                  z3.ULE(s[f"SQB{r}"], cap), z3.ULE(s[f"WB{r}"], cap),
+                  z3.ULE(s[f"SQB{r}"] + s[f"WB{r}"], cap), z3.ULE(s[f"QSB{r}"], cap),
+                  z3.ULE(s[f"QRB{r}"], cap), z3.ULE(s[f"RQB{r}"], cap),
+                  z3.ULE(s[f"SO{r}"], wc + cap + 4), z3.ULE(s[f"RQ{r}"], wc))
+
+
+def _big_progress(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """In a big gate the ranks are at most a window apart: a rank past a window (or past the
+    whole big gate) leaves the peer in that window with all its sends posted. A rank's big
+    chunks are in flight only from its window's sends until the peer has them, which is
+    before either rank gets past the next barrier or the next decode gate's sends."""
+    p = 1 - r
+    same_op = s[f"OP{r}"] == s[f"OP{p}"]
+    p_last = z3.UGE(s[f"BB{p}"] + s[f"BW{p}"], s[f"K{p}"])
+    p_sent_all = z3.And(eph(s, p) == BIG_XFER, s[f"BS{p}"] == s[f"BW{p}"])
+    r_win, p_win = eph_in(s, r, *WINDOWS), eph_in(s, p, *WINDOWS)
+    flying = big_in_flight(s, r)
+    return z3.And(
+        z3.Implies(z3.And(s[f"OP{r}"] == s[f"OP{p}"] + 1, s[f"LB{r}"]),
+                   z3.And(p_sent_all, p_last)),
+        z3.Implies(z3.And(same_op, r_win, p_win, z3.UGT(s[f"BB{r}"], s[f"BB{p}"])),
+                   z3.And(p_sent_all, s[f"BB{r}"] == s[f"BB{p}"] + s[f"BW{p}"])),
+        z3.Implies(z3.And(same_op, r_win, eph_in(s, p, *PRE_DRAIN, *DRAINING)),
+                   z3.And(s[f"BB{r}"] == 0, eph(s, r) != BIG_XFER)),
+        z3.Implies(flying != 0, z3.Not(eph_in(s, r, SEND, WAIT, HOLD, *DRAINING))),
+        z3.Implies(s[f"SQD{r}"] + s[f"WD{r}"] != 0, z3.Not(eph_in(s, r, SEND, WAIT, HOLD))))
+
+
+def _epochs_in_step(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """A rank whose window is open has read the peer's barrier byte, so the peer's window is
+    open too (or the peer is between writing and reading its own byte); a rank a decode gate
+    ahead had the peer's gate, so the peer has sent it. After a drain nothing of the decode
+    window is left in flight or in the CQ; while a window is open no big chunk is in flight;
+    the send stream is gate chunks, then dummies, then big chunks, never two of those kinds
+    but gate chunks and dummies."""
+    p = 1 - r
+    gate_dummy = s[f"SQ{r}"] + s[f"WIRE{r}"] + s[f"SQD{r}"] + s[f"WD{r}"]
+    posted = dummies_posted(s, prm, r)
+    return z3.And(
+        z3.Implies(z3.Or(eph_in(s, r, SEND, WAIT, HOLD),
+                         z3.And(eph(s, r) == IDLE, s[f"WA{r}"])),
+                   z3.Or(s[f"WA{p}"], eph(s, p) == ARM_BAR_READ)),
+        z3.Implies(z3.And(s[f"OP{p}"] == s[f"OP{r}"] + 1, z3.Not(s[f"LB{p}"])),
+                   eph_in(s, r, WAIT, HOLD)),
+        z3.Implies(closed(s, r), z3.And(*(s[f"{v}{r}"] == 0 for v in (
+            "SQ", "QS", "SQD", "QSD", "QR", "QRD")))),
+        z3.Implies(s[f"WA{r}"], big_in_flight(s, r) == 0),
+        # the peer's drain ended only once this rank's dummies all reached it
+        z3.Implies(closed(s, p), z3.And(
+            z3.Not(z3.And(draining_window(s, r), eph(s, r) != DRAIN_WAIT)),
+            z3.Implies(eph(s, r) == DRAIN_WAIT, s[f"SQD{r}"] + s[f"WD{r}"] == 0))),
+        z3.Or(gate_dummy == 0, big_in_flight(s, r) == 0),
+        z3.Implies(s[f"SQ{r}"] != 0, s[f"SQD{r}"] == posted),
+        z3.Implies(s[f"WIRE{r}"] != 0, s[f"SQD{r}"] + s[f"WD{r}"] == posted))
+
+
+def _barrier_tags(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Both ranks write one big-gate barrier byte per window, so the tags they have written
+    before their current windows agree, but for the one window a rank may be ahead by (its
+    tag wraps at 256 and stays in step)."""
+    p = 1 - r
+    one8, zero8 = z3.BitVecVal(1, 8), z3.BitVecVal(0, 8)
+
+    def before(x: int) -> z3.BitVecRef:
+        return s[f"BT{x}"] - z3.If(eph_in(s, x, BIG_BAR_READ, BIG_XFER), one8, zero8)
+
+    same_op = s[f"OP{r}"] == s[f"OP{p}"]
+    r_win, p_win = eph_in(s, r, *WINDOWS), eph_in(s, p, *WINDOWS)
+    r_ahead = z3.Or(z3.And(same_op, r_win, p_win, z3.UGT(s[f"BB{r}"], s[f"BB{p}"])),
+                    z3.And(s[f"OP{r}"] == s[f"OP{p}"] + 1, s[f"LB{r}"]))
+    p_ahead = z3.Or(z3.And(same_op, r_win, p_win, z3.UGT(s[f"BB{p}"], s[f"BB{r}"])),
+                    z3.And(s[f"OP{p}"] == s[f"OP{r}"] + 1, s[f"LB{p}"]))
+    return before(r) == before(p) + z3.If(r_ahead, one8, zero8) - z3.If(p_ahead, one8, zero8)
+
+
 def _faults_recorded(s: State, prm: Params, r: int) -> z3.BoolRef:
     """A dead rank or an injected error completion means a fault was injected, and none is
     without faults explored."""
@@ -541,19 +1276,63 @@ def _faults_recorded(s: State, prm: Params, r: int) -> z3.BoolRef:
                              z3.And(z3.Not(s["faulted"]), s[f"STR{r}"] == 0)))
 
 
+# what only drains and big gates touch: zero (false) throughout a decode-only workload
+BIG_ONLY = ("K", "SQD", "WD", "QSD", "QRD", "DR", "DS", "BNO", "BD", "BB", "BW", "BP", "BS",
+            "BSD", "BR", "BL", "SQB", "WB", "QSB", "QRB", "RQB", "FNO", "FX", "BT", "LB", "HDR")
+
+
+def _decode_only(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """Without big gates in the workload no big-gate state is ever touched (this one is
+    inductive on its own, so decode-only proofs may take these variables as zero)."""
+    quiet = [z3.Not(s[f"{v}{r}"]) if z3.is_bool(s[f"{v}{r}"]) else s[f"{v}{r}"] == 0
+             for v in BIG_ONLY]
+    return z3.Implies(z3.Not(prm["BIG"]),
+                      z3.And(*quiet, z3.Not(eph_in(s, r, *BIG_OP)), s["SCA"] == 0,
+                             s["SCB"] == 0))
+
+
+def quiet_pairs(*states: State) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
+    """The substitution that sets every big-gate-only variable of these states to zero."""
+    pairs = []
+    for st in states:
+        for r in (0, 1):
+            for v in BIG_ONLY:
+                x = st[f"{v}{r}"]
+                zero = z3.BoolVal(False) if z3.is_bool(x) else z3.BitVecVal(0, x.size())
+                pairs.append((x, zero))
+        pairs += [(st[v], z3.BitVecVal(0, st[v].size())) for v in ("SCA", "SCB")]
+    return pairs
+
+
 LEMMAS: dict[str, Callable[[State, Params], z3.BoolRef]] = {
     "phase_shape": both(_phase_shape),
     "seq_headroom": both(_seq_headroom),
+    "script_kept": both(_script_kept),
+    "ops_in_step": both(_ops_in_step),
     "window_posted": both(_window_posted),
-    "barrier_bytes": both(_barrier_bytes),
+    "tcp_in_flight": both(_tcp_in_flight),
     "streams_conserved": both(_streams_conserved),
     "watermark_counts_reaped": both(_watermark_counts_reaped),
+    "partial_gate": both(_partial_gate),
     "lockstep": both(_lockstep),
     "completions_behind": both(_completions_behind),
+    "drain_counts": both(_drain_counts),
+    "big_window_shape": both(_big_window_shape),
+    "big_chunks_aligned": both(_big_chunks_aligned),
+    "counts_small": both(_counts_small),
+    "epochs_in_step": both(_epochs_in_step),
+    "barrier_tags": both(_barrier_tags),
+    "big_progress": both(_big_progress),
+    "cq_budget": both(_cq_budget),
+    # ... and that budget fits the CQ with room for the faults (a condition on the parameters)
+    "cq_room": both(lambda s, prm, r: _cq_budget(s, prm, r, room=True)),
     # queue_bounds' CQ part on its own, so that an undersized receive or send queue (which the
     # spec only flags) does not take the CQ facts the other proofs need down with it
     "cq_no_overflow": both(lambda s, prm, r: z3.Not(s[f"OVF{r}"])),
     "faults_recorded": both(_faults_recorded),
+    "decode_only": both(_decode_only),
+    # the model is exact: no step leaves what its counters describe
+    "counters_exact": lambda s, prm: z3.Not(s["unmodelled"]),
 }
 
 
@@ -611,13 +1390,16 @@ def domain(prm: Params) -> z3.BoolRef:
                   z3.ULE(prm["W"], 1 << 20), z3.UGE(prm["P"], 1), z3.ULE(prm["P"], 1 << 32),
                   z3.UGE(prm["OPS"], 1), z3.ULT(prm["OPS"], OPS_LIMIT),
                   *(z3.And(z3.UGE(prm[k], 1), z3.ULT(prm[k], lim))
-                    for k in ("rq_depth", "sq_depth", "cq_depth", "chain_max")))
+                    for k in ("rq_depth", "sq_depth", "cq_depth", "chain_max", "BCAP",
+                              "SDEPTH")),
+                  z3.ULE(prm["SDEPTH"], prm["sq_depth"]))
 
 
 def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
            ) -> z3.BoolRef:
     conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
     conds += [z3.Not(prm[f]) for f in MODEL_VARIANTS.values() if f]     # the base protocol
+    conds.append(z3.Not(prm["BIG"]))                                    # decode gates only
     if window_max is not None:
         conds.append(z3.ULE(prm["W"], window_max))
     return z3.And(domain(prm), *conds)
@@ -646,7 +1428,9 @@ def params_of(cfg: GateConfig, variants: Iterable[str] = ()) -> dict[str, int]:
     flags = {MODEL_VARIANTS[v] for v in variants if MODEL_VARIANTS.get(v)}
     return {"W": cfg.window, "C": cfg.chunks, "P": slot_period(cfg), "rq_depth": cfg.rq_depth,
             "sq_depth": cfg.sq_depth, "cq_depth": cfg.cq_depth, "chain_max": cfg.chain_max,
-            "OPS": cfg.ops, "FAULTS": cfg.faults,
+            "OPS": cfg.ops, "FAULTS": cfg.faults, "BIG": cfg.big_gates,
+            "BCAP": min(cfg.big_depth, max(1, cfg.staging_bytes // cfg.max_msg)),
+            "SDEPTH": cfg.big_send_depth(),
             **{f: int(f in flags) for f in set(MODEL_VARIANTS.values()) - {None}}}
 
 
@@ -660,38 +1444,75 @@ def _chunk_index(cfg: GateConfig, seq: int, chunk: int) -> int:
     return cfg.chunks * (seq - 1) + chunk + 1
 
 
+def _tcp_item(item: Any) -> dict[str, int]:
+    if item is None:
+        return dict.fromkeys(TCP_FIELDS, 0)
+    if item.kind == "byte":
+        return {"K": TCP_BYTE, "V": item.value, "C": 0, "D": 0}
+    return {"K": TCP_HEADER, "V": item.value, "C": item.chunks, "D": item.depth}
+
+
 def alpha(cfg: GateConfig, st: GateState) -> dict[str, Any]:
-    """The abstract values of a concrete state of the fragment (no drain, big gate or fault;
-    defined up to and including the first state an invariant rejects)."""
+    """The abstract values of a concrete state over UC without wire loss (defined up to and
+    including the first state an invariant rejects)."""
     c = cfg.chunks
     out: dict[str, Any] = {}
     f = st.fabric
+    script = st.script
+    out.update({"SLEN": len(script), "SCA": script[-1] if script else 0,
+                "SCB": script[-2] if len(script) > 1 else 0})
     for r, rk in enumerate(st.ranks):
-        if rk.phase not in PHASE_CODE:
-            raise ValueError(f"rank {r} in {rk.phase}, outside the decode window fragment")
         qp = f.qps[r]
         is_armed = rk.window_active or rk.phase in (gs.ARM_BAR_SEND, gs.ARM_BAR_READ)
-        if qp.rq:
-            w = qp.rq[0].want
+        gate_rq = [w for w in qp.rq if w.buf == "in"]
+        stage_rq = [w for w in qp.rq if w.buf == "stage"]
+        if gate_rq:
+            w = gate_rq[0].want
             landed = _chunk_index(cfg, w.seq, w.chunk) - 1
         else:
-            landed = c * (rk.last_gate_seq + cfg.window) if is_armed else 0
+            armed_ever = is_armed or rk.last_gate_seq != 0
+            landed = c * (rk.last_gate_seq + cfg.window) if armed_ever else 0
+        sq_kinds = [w.payload.kind for w in qp.sq]
+        wire_kinds = [m.payload.kind for m in f.wire[r]]
+        cq_kinds = [_cqe_kind(e) for e in qp.cq]
+        big_flight = [m.payload for m in f.wire[r] if m.payload.kind == "big"] + [
+            w.payload for w in qp.sq if w.payload.kind == "big"]
+        partial = [h.seq for h in rk.held if h.buf == "in" and len(h.chunks) < c]
+        tcp = f.tcp[r]
+        if len(tcp) > 2:
+            raise ValueError(f"rank {r} has {len(tcp)} TCP items unread, outside the model")
+        items = [_tcp_item(tcp[i] if i < len(tcp) else None) for i in (0, 1)]
+        op = rk.op
         out.update({
             f"ph{r}": PHASE_CODE[rk.phase], f"S{r}": rk.seq, f"L{r}": rk.last_gate_seq,
             f"RD{r}": rk.recv_done, f"WA{r}": rk.window_active, f"SO{r}": rk.send_outstanding,
-            f"SENT{r}": rk.sent_seq, f"SQ{r}": len(qp.sq), f"WIRE{r}": len(f.wire[r]),
-            f"QS{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "ks"),
-            f"QR{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "kr"),
-            f"QW{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "kw"),
-            f"QE{r}": sum(1 for e in qp.cq if _cqe_kind(e) == "ke"),
+            f"SENT{r}": rk.sent_seq, f"SQ{r}": sq_kinds.count("gate"),
+            f"WIRE{r}": wire_kinds.count("gate"),
+            **{f"{QUEUE_OF[k]}{r}": cq_kinds.count(k) for k in KINDS},
+            f"QW{r}": cq_kinds.count("kw"), f"QE{r}": cq_kinds.count("ke"),
             f"STR{r}": len(rk.strays), f"EU{r}": "cqe" in rk.faults_used,
-            f"RQ{r}": len(qp.rq), f"LANDED{r}": landed, f"ARR{r}": rk.arrived,
-            f"TB{r}": len(f.tcp[r]), f"OVF{r}": qp.cq_overflow})
+            f"RQ{r}": len(gate_rq), f"LANDED{r}": landed, f"ARR{r}": rk.arrived,
+            f"PG{r}": partial[0] if partial else 0, f"OVF{r}": qp.cq_overflow,
+            f"DPH{r}": PHASE_CODE[rk.died_in] if rk.died_in else 0,
+            f"OP{r}": op, f"K{r}": rk.big_chunks,
+            f"LB{r}": op >= 1 and script[op - 1] != 0,
+            f"SQD{r}": sq_kinds.count("dummy"), f"WD{r}": wire_kinds.count("dummy"),
+            f"DR{r}": rk.drain_recvs, f"DS{r}": rk.drain_sends,
+            f"BNO{r}": rk.big_no, f"HDR{r}": rk.hdr_ok, f"BD{r}": rk.big_depth,
+            f"BB{r}": rk.big_base, f"BW{r}": rk.big_win, f"BP{r}": rk.big_posted,
+            f"BS{r}": rk.big_sent, f"BSD{r}": rk.big_send_done, f"BR{r}": len(rk.big_recvd),
+            f"BL{r}": rk.big_posted - len(stage_rq), f"BT{r}": rk.barrier_tag,
+            f"SQB{r}": sq_kinds.count("big"), f"WB{r}": wire_kinds.count("big"),
+            f"RQB{r}": len(stage_rq),
+            f"FNO{r}": big_flight[0].chunk if big_flight else 0,
+            f"FX{r}": big_flight[0].seq if big_flight else 0,
+            f"TN{r}": len(tcp),
+            **{f"T{i + 1}{k}{r}": v for i, it in enumerate(items) for k, v in it.items()}})
     g = st.ghost
     out.update({"dropped": bool(g.drops), "misaligned": bool(g.misaligned),
                 "clobbered": bool(g.clobbered), "stale": bool(g.stale),
                 "out_of_order": bool(g.order), "long_chain": bool(g.long_chains),
-                "faulted": g.faulted})
+                "faulted": g.faulted, "unmodelled": False})
     return out
 
 
@@ -699,18 +1520,21 @@ def _cqe_kind(e: Any) -> str:
     """Which of the model's CQ counts a completion belongs to (its reap choice name)."""
     if e.status != ST_OK:
         return "ke"
-    if e.payload.kind == "warm":
+    kind = e.payload.kind
+    if kind == "warm":
         return "kw"
-    return "ks" if e.opcode == "send" else "kr"
+    if e.opcode == "send":
+        return {"gate": "ks", "dummy": "kds", "big": "kbs"}[kind]
+    return {"gate": "kr", "dummy": "kdr", "big": "kbr"}[kind]
 
 
 def reap_choice(st: GateState, r: int) -> dict[str, int]:
-    """How the spec's reap splits the first 16 completions, and how many sends and receives
+    """How the spec's reap splits the first 16 completions, and how many of each kind
     precede the first error among them."""
     got = [_cqe_kind(e) for e in st.fabric.qps[r].cq[:POLL_BATCH]]
     before = got[:got.index("ke")] if "ke" in got else got
-    out = {f"{k}{r}": got.count(k) for k in ("ks", "kr", "kw", "ke")}
-    out.update({f"ksb{r}": before.count("ks"), f"krb{r}": before.count("kr")})
+    out = {f"{k}{r}": got.count(k) for k in (*KINDS, "kw", "ke")}
+    out.update({f"{k}b{r}": before.count(k) for k in KINDS})
     return out
 
 
@@ -796,10 +1620,12 @@ def rank_symmetric(prm: Params, timeout_ms: int = 20_000) -> bool:
 
 def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
               names: Iterable[str] | None = None, timeout_ms: int = 120_000,
-              chunks: Iterable[int] = (1, 2), ranks: Iterable[int] = (0, 1)
-              ) -> list[Obligation]:
+              chunks: Iterable[int] = (1, 2), ranks: Iterable[int] = (0, 1),
+              quiet: bool = False) -> list[Obligation]:
     """Base and consecution of every named invariant, each relative to the named ones only
-    (their conjunction is what is shown inductive).
+    (their conjunction is what is shown inductive). With ``quiet`` (for a decode-only
+    workload whose decode_only lemma is proved on its own) the big-gate variables are taken
+    as zero.
 
     Consecution is split by chunk count (C is 1 or 2: fixing it turns x*C and x/C into shifts)
     and by action, one solver per (C, action, rank) queried once per invariant; ``ranks``
@@ -808,14 +1634,22 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     spent = dict.fromkeys(names, 0.0)
     failed: dict[str, str] = {}
     s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
+    # with decode_only assumed (proved on its own first, see quiet()), a decode-only
+    # workload's big-gate variables are zero in both states: substituting them shrinks every
+    # query
+    zero = quiet_pairs(s, t) if quiet and "decode_only" in names else []
+
+    def sub(x: z3.ExprRef) -> z3.ExprRef:
+        return z3.substitute(x, *zero) if zero else x
+
     for c in chunks:
         q = {**prm, "C": z3.BitVecVal(c, 64)}
         solvers = [("base", "initial", [assume(q), initial(s)])]
-        inv_s = [ALL_INVARIANTS[n](s, q) for n in names]     # only the ones still kept
+        inv_s = [sub(ALL_INVARIANTS[n](s, q)) for n in names]     # only the ones still kept
         for a in ACTIONS:
             for r in ranks:
                 solvers.append(("consecution", f"{a}({r})",
-                                [assume(q), *inv_s, move(a, r, s, t, q, ch)]))
+                                [assume(q), *inv_s, sub(move(a, r, s, t, q, ch))]))
         for label, via, facts in solvers:
             solver = z3.Solver()
             solver.set("timeout", timeout_ms)
@@ -826,7 +1660,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                     continue
                 t0 = time.perf_counter()
                 solver.push()
-                solver.add(z3.Not(ALL_INVARIANTS[name](post, q)))
+                solver.add(z3.Not(sub(ALL_INVARIANTS[name](post, q))))
                 res = solver.check()
                 if res == z3.sat:
                     m = solver.model()
@@ -842,18 +1676,25 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
 
 
 def implied(prm: Params, assume: Callable[[Params], z3.BoolRef], invariants: Iterable[str],
-            chunks: Iterable[int] = (1, 2), timeout_ms: int = 120_000) -> list[Obligation]:
+            chunks: Iterable[int] = (1, 2), timeout_ms: int = 120_000, quiet: bool = False
+            ) -> list[Obligation]:
     """Each consequence holds in every state the (proved) inductive invariants admit."""
     out = []
     s = fresh_state("s")
+    invariants = list(invariants)
+    zero = quiet_pairs(s) if quiet and "decode_only" in invariants else []
+
+    def sub(x: z3.ExprRef) -> z3.ExprRef:
+        return z3.substitute(x, *zero) if zero else x
+
     for name, prop in CONSEQUENCES.items():
         t0, detail = time.perf_counter(), ""
         for c in chunks:
             q = {**prm, "C": z3.BitVecVal(c, 64)}
             solver = z3.Solver()
             solver.set("timeout", timeout_ms)
-            solver.add(assume(q), *(ALL_INVARIANTS[n](s, q) for n in invariants),
-                       z3.Not(prop(s, q)))
+            solver.add(assume(q), *(sub(ALL_INVARIANTS[n](s, q)) for n in invariants),
+                       z3.Not(sub(prop(s, q))))
             res = solver.check()
             if res == z3.sat:
                 detail = (f"a state the invariants admit breaks it, chunks={c}: "
@@ -955,8 +1796,13 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
     dropped: dict[str, Obligation] = {}
     spent = dict.fromkeys(keep, 0.0)
     ranks = (0,) if rank_symmetric(prm) else (0, 1)
+    # a decode-only workload: once decode_only is inductive on its own, the big-gate
+    # variables may be taken as zero everywhere else
+    quiet = (z3.is_false(z3.simplify(prm["BIG"])) and all(
+        o.verdict == "proved" for o in induction(prm, assume, ["decode_only"], timeout_ms,
+                                                 tuple(chunks), ranks)))
     while True:
-        obs = induction(prm, assume, keep, timeout_ms, tuple(chunks), ranks)
+        obs = induction(prm, assume, keep, timeout_ms, tuple(chunks), ranks, quiet)
         for o in obs:
             spent[o.name] += o.seconds
         bad = [o for o in obs if o.verdict != "proved"]
@@ -966,33 +1812,37 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
                 progress(f"{o.name}: not inductive here, dropped")
         if not bad:
             proved = {o.name: Obligation(o.name, "proved", spent[o.name]) for o in obs}
-            after = {o.name: o for o in implied(prm, assume, keep, tuple(chunks), timeout_ms)}
+            after = {o.name: o for o in implied(prm, assume, keep, tuple(chunks), timeout_ms,
+                                                quiet)}
             return {**proved, **dropped, **after}
         keep = [n for n in keep if n not in dropped]
 
 
-SCOPE = ("decode gates only, over UC, with or without faults (crashes, error and warm-up "
-         "completions, timeouts, bad calls; qp_type=uc, wire_loss=0, big_gates=0); the base "
-         "protocol or the variants no-barrier, tag-every-chunk, signal-last-only (with "
-         "unsignaled_completions=1) and no-seq-check (without faults)")
+SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates with or without faults (crashes, "
+         "error and warm-up completions, timeouts, bad calls, a dead peer); decode gates, "
+         "drains and big gates without faults (big_gates=1, faults=0); the base protocol, and "
+         "for decode-only workloads (big_gates=0) the variants no-barrier, tag-every-chunk, "
+         "signal-last-only (with unsignaled_completions=1) and no-seq-check (without faults)")
 
 
 def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
-    """Why the model does not cover a configuration (drain, big gates and faults are not in
-    it yet), or None."""
-    outside = [f"{k}={getattr(cfg, k)}" for k, want in
-               (("qp_type", "uc"), ("wire_loss", 0), ("big_gates", 0))
+    """Why the model does not cover a configuration, or None."""
+    outside = [f"{k}={getattr(cfg, k)}" for k, want in (("qp_type", "uc"), ("wire_loss", 0))
                if getattr(cfg, k) != want]
     outside += [f"variant {v}" for v in variants if v not in MODEL_VARIANTS]
+    if cfg.big_gates:
+        outside += [f"variant {v} with big_gates=1" for v in variants if v in MODEL_VARIANTS]
+        if cfg.faults:
+            # the model steps through drains and big gates with faults (the cross-check
+            # covers them), but their strengthening invariants are not all inductive yet
+            outside.append("big_gates=1 with faults=1")
     if "no-seq-check" in variants and cfg.faults:
         outside.append("no-seq-check with faults=1 (bad calls)")
     if "signal-last-only" in variants and not cfg.unsignaled_completions:
         outside.append("signal-last-only with unsignaled_completions=0")
     if not outside:
         return None
-    hint = ("; with --param big_gates=0 (a decode-only workload) it is covered"
-            if outside == ["big_gates=1"] else "")
-    return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}{hint}"
+    return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}"
 
 
 def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
@@ -1081,13 +1931,13 @@ class SpecRun:
 def spec_counterexample(values: Mapping[str, Any], prop: str, variants: Sequence[str] = (),
                         depth: int = 40, max_states: int = 300_000,
                         max_faults: int | None = None) -> SpecRun | None:
-    """Shortest decode-only run of the executable spec breaking ``prop`` (breadth-first; with
+    """Shortest run of the executable spec breaking ``prop`` (breadth-first; with
     faults=1, among runs of at most ``max_faults`` fault actions, if given), and whether the
     model admits every step of it."""
     from verbspec.proofs.search import bounded_search
     from verbspec.spec.gate_system import build
 
-    system = build({**values, "big_gates": 0}, variants)
+    system = build(values, variants)
     res = bounded_search(system, depth=depth, target=prop, faults=bool(system.params.faults),
                          max_faults=max_faults if system.params.faults else None,
                          max_states=max_states, variants=variants)
@@ -1121,7 +1971,7 @@ def region_table(*, window_max: int | None = 256,
     own BMC rungs, the model's run replayed on the spec."""
     from verbspec.spec.gate_system import build
 
-    prm = fresh_params()
+    prm = {**fresh_params(), "BIG": z3.BoolVal(False)}     # the region is decode-only
     text = region_text(window_max)
     found = houdini(prm, lambda q: region(q, window_max=window_max), (1, 2),
                     progress=progress)
@@ -1130,7 +1980,7 @@ def region_table(*, window_max: int | None = 256,
     for cond in CONDITIONS:
         t0 = time.perf_counter()
         where = f"outside: not ({cond.name}), e.g. {cond.example}"
-        values = {"faults": 0, **cond.example}
+        values = {"faults": 0, "big_gates": 0, **cond.example}
         run = spec_counterexample(values, cond.breaks, depth=60, max_states=cond.max_states,
                                   max_faults=cond.max_faults)
         notes, verdict = [], "inconclusive"

@@ -106,7 +106,7 @@ class GateSpec:
         return replace(s, ranks=set_rank(s, r, replace(s.ranks[r], **changes)))
 
     def _fail(self, s: GateState, r: int, msg: str, **kw) -> tuple[GateState, Observation]:
-        s = self._put(s, r, phase=FAILED, error=msg)
+        s = self._put(s, r, phase=FAILED, error=msg, died_in=s.ranks[r].phase)
         return s, self._obs(s, r, result=msg, **kw)
 
     def _ghost(self, s: GateState, **add: str) -> GateState:
@@ -589,7 +589,8 @@ class GateSpec:
                     yield (r,)
 
     def do_crash(self, s: GateState, r: int):
-        s = self._faulted(self._put(s, r, phase=CRASHED, error="crashed"))
+        s = self._faulted(self._put(s, r, phase=CRASHED, error="crashed",
+                                    died_in=s.ranks[r].phase))
         return s, self._obs(s, r)
 
     def en_error_completion(self, s: GateState):

@@ -71,6 +71,7 @@ class Rank:
     sent_seq: int = 0               # highest gate this rank has posted a send for
     strays: frozenset[str] = frozenset()   # warm-up leftovers already seen
     faults_used: frozenset[str] = frozenset()
+    died_in: str = ""               # the phase the rank failed or crashed in
 
     @property
     def alive(self) -> bool:
