@@ -1885,8 +1885,9 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
         run = spec_counterexample(values, name, variants)
         if run is not None and run.admitted:
             verdict, cover = "violated", f"shortest trace: {run.moves} steps"
-            detail = (f"shortest fault-free run of the spec, {run.moves} moves, every step a "
-                      f"step of the model: {run.trace.message}")
+            kind = "shortest run" if cfg.faults else "shortest fault-free run"
+            detail = (f"{kind} of the spec, {run.moves} moves, every step a step of the "
+                      f"model: {run.trace.message}")
             if trace_dir is not None:
                 from verbspec.spec.itf import write_trace
 
