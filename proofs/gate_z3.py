@@ -212,8 +212,8 @@ def alive(s: State, r: int) -> z3.BoolRef:
 
 
 def armed(s: State, r: int) -> z3.BoolRef:
-    """The rank has posted its window's receives."""
-    return z3.Or(ph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ), s[f"WA{r}"])
+    """The rank has posted its window's receives (a dead rank: had, when it died)."""
+    return z3.Or(eph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ), s[f"WA{r}"])
 
 
 def consumed(s: State, r: int) -> z3.BitVecRef:
@@ -805,7 +805,6 @@ PRE_DRAIN = (BIG_HDR_SEND, BIG_HDR_READ)
 DRAINING = (DRAIN_POST, DRAIN_WAIT)
 WINDOWS = (BIG_BEGIN, *BIG_WINDOW)                      # after the drain (if any)
 BIG_OP = (*PRE_DRAIN, *DRAINING, *WINDOWS)              # inside a big gate call
-B64 = 64
 
 
 def eph(s: State, r: int) -> z3.BitVecRef:
@@ -942,7 +941,7 @@ def _window_posted(s: State, prm: Params, r: int) -> z3.BoolRef:
     total = s[f"LANDED{r}"] + z64(s[f"RQ{r}"])
     full = total == times_c(prm, s[f"L{r}"] + prm["W"])
     none = z3.And(s[f"LANDED{r}"] == 0, s[f"RQ{r}"] == 0)
-    is_armed = z3.Or(eph_in(s, r, ARM_BAR_SEND, ARM_BAR_READ), s[f"WA{r}"])
+    is_armed = armed(s, r)
     gate = z3.And(z3.If(z3.Or(is_armed, s[f"L{r}"] != 0), full, none),
                   z3.Implies(z3.Not(is_armed), s[f"RQ{r}"] == 0))
     staging = z3.And(s[f"RQB{r}"] == s[f"BP{r}"] - s[f"BL{r}"],
