@@ -1,9 +1,9 @@
 """explore, bmc and prove agree: on every gate variant and on the base protocol, no method proves
 an invariant another refutes, and where methods decide they name the same broken invariant.
 
-prove's model covers decode-only, fault-free workloads (big_gates=0, faults=0), so all three
-methods decide there; at the defaults (big gates and faults) prove says inconclusive and why,
-and explore and bmc must agree with each other."""
+prove's model covers the base protocol at the defaults (big gates and faults) and the variants
+on decode-only workloads, so all three methods decide there; for a variant with big gates prove
+says inconclusive and why, and explore and bmc must agree with each other."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_explore_and_bmc_agree_on_every_variant_and_prove_does_not_contradict(va
         found = _violated(by_method[m])
         assert len(found) == 1 and found <= {r.invariant for r in by_method[m]}, (m, found)
         assert next(iter(found)) in documented, (m, found, documented)
-    # big gates and faults are outside prove's model: it must say so, not guess
+    # variants with big gates are outside prove's model: it must say so, not guess
     assert all(r.verdict == "inconclusive" and "the z3 model covers" in r.detail
                for r in by_method["prove"])
 
@@ -89,4 +89,4 @@ def test_the_methods_agree_on_the_base_protocol_at_the_defaults(tmp_path):
     by_method = {m: _run(m, {}, (), tmp_path) for m in METHODS}
     _no_contradiction(by_method)
     assert all(r.verdict == "held" for m in ("explore", "bmc") for r in by_method[m])
-    assert all(r.verdict == "inconclusive" for r in by_method["prove"])
+    assert all(r.verdict == "proved" for r in by_method["prove"])

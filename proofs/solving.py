@@ -1,0 +1,119 @@
+"""Answering many independent z3 queries on every core.
+
+z3 terms cannot cross processes, so each query travels as SMT-LIB2 text (its declarations and
+assertions) to a worker, which parses it into a fresh solver and answers unsat, sat with the
+model's values, or unknown with z3's reason. A fresh, non-incremental solver per query is also
+what makes the proofs fast: z3 then preprocesses the whole query (solving equalities,
+propagating values) before bit-blasting, which the incremental solver does not.
+
+Workers are spawned (fresh interpreters), so a script that proves with more than one worker
+needs Python's usual ``if __name__ == "__main__":`` guard around its entry point.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import z3
+
+Value = int | bool
+
+
+@dataclass(frozen=True)
+class Query:
+    key: Hashable       # what the caller gets back with the answer
+    text: str           # SMT-LIB2: declarations and assertions
+
+
+@dataclass(frozen=True)
+class Answer:
+    key: Hashable
+    result: str                     # "unsat" | "sat" | "unknown"
+    seconds: float                  # solver time in the worker
+    model: dict[str, Value] = field(default_factory=dict)    # sat: name -> value
+    reason: str = ""                # unknown: why
+
+
+def query(key: Hashable, *facts: z3.BoolRef) -> Query:
+    """The satisfiability of the conjunction of ``facts``, as a query."""
+    solver = z3.Solver()
+    solver.add(*facts)
+    return Query(key, solver.to_smt2())
+
+
+def strategy(ctx: z3.Context) -> z3.Tactic:
+    """How a query is solved. The queries are bit-vector formulas over counters, mostly sums
+    under if-then-else: simplifying with sums normalised and if-then-else pushed into the
+    bit-vector terms lets equal sums cancel, then the equalities are solved away and the rest
+    bit-blasted to SAT (measured at the defaults against z3's default strategy: see
+    docs/gate-proofs.md)."""
+    norm = z3.With("simplify", som=True, push_ite_bv=True, ctx=ctx)
+    return z3.Then(norm, "propagate-values", "solve-eqs", norm, "bit-blast", "sat", ctx=ctx)
+
+
+def answer(q: Query, timeout_ms: int) -> Answer:
+    # a context per query: z3's term order, hence its search, then does not depend on which
+    # queries the worker answered before, so each answer takes the same time in any run
+    ctx = z3.Context()
+    solver = strategy(ctx).solver()
+    solver.from_string(q.text)
+    solver.set("timeout", timeout_ms)
+    t0 = time.perf_counter()
+    res = solver.check()
+    spent = time.perf_counter() - t0
+    if res == z3.sat:
+        m = solver.model()
+        values = {d.name(): z3.is_true(m[d]) if z3.is_bool(m[d]) else m[d].as_long()
+                  for d in m.decls() if d.arity() == 0}
+        return Answer(q.key, "sat", spent, values)
+    if res == z3.unknown:
+        return Answer(q.key, "unknown", spent, reason=solver.reason_unknown())
+    return Answer(q.key, "unsat", spent)
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+class Solvers:
+    """A pool of solver processes (or, with one worker, the calling process), for the
+    lifetime of a ``with`` block."""
+
+    def __init__(self, workers: int | None = None, timeout_ms: int = 120_000) -> None:
+        self.workers = workers or default_workers()
+        self.timeout_ms = timeout_ms
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Solvers:
+        if self.workers > 1:
+            # spawn: a fresh interpreter, not a fork of one that may hold z3 or test threads
+            self._pool = ProcessPoolExecutor(self.workers,
+                                             mp_context=multiprocessing.get_context("spawn"))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def submit(self, queries: Iterable[Query]) -> Callable[[], list[Answer]]:
+        """Start answering (in a pool, the largest queries first: size stands in for cost, so
+        a long one does not start last and leave a core idle); the returned call waits for
+        every answer and gives them in the order asked. Queries submitted earlier are
+        answered first."""
+        queries = list(queries)
+        order = sorted(range(len(queries)), key=lambda i: -len(queries[i].text))
+        if self._pool is None:
+            return lambda: [answer(q, self.timeout_ms) for q in queries]
+        futures = {i: self._pool.submit(answer, queries[i], self.timeout_ms) for i in order}
+        return lambda: [futures[i].result() for i in range(len(queries))]
+
+    def run(self, queries: Iterable[Query]) -> list[Answer]:
+        """Every query's answer, in the order given."""
+        return self.submit(queries)()
