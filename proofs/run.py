@@ -15,6 +15,7 @@ from typing import Any
 from verbspec.proofs.explore import explore
 from verbspec.proofs.report import Result, trace_name
 from verbspec.proofs.search import SearchResult, bounded_search
+from verbspec.proofs.walk import WalkResult, random_walks
 from verbspec.spec.itf import write_trace
 from verbspec.spec.lts import InvariantViolation, System
 
@@ -22,6 +23,8 @@ METHODS = ("explore", "bmc", "prove")
 
 # bmc's deeper phases are opt-in: a protocol module sets BMC_FAULT_FREE_DEPTH (fault-free runs)
 # and BMC_ONE_FAULT_DEPTH (runs with at most one fault action); without them bmc is one phase.
+# BMC_WALK_DEPTH adds a last phase of fault-free random walks (proofs/walk.py) for violations
+# deeper than any state budget reaches.
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class Options:
     max_states: int = 400_000
     fault_free_max_states: int = 100_000     # bmc: state budget of the fault-free phase
     one_fault_max_states: int = 100_000      # bmc: state budget of the one-fault phase
+    walks: int = 100                         # bmc: random walks of the walk phase (0: none)
     trace_dir: Path = Path("verbspec-traces")
     progress: Callable[[str], None] | None = None
 
@@ -77,11 +81,13 @@ def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[
 
 def run_bmc(system: System, variants: Sequence[str], opts: Options, default_depth: int,
             fault_free_depth: int | None = None,
-            one_fault_depth: int | None = None) -> list[Result]:
+            one_fault_depth: int | None = None,
+            walk_depth: int | None = None) -> list[Result]:
     """Breadth-first bounded search. With ``fault_free_depth``, a second phase searches the
     fault-free runs (fault actions excluded) deeper, from the initial state again, when the
     first phase neither found a violation nor exhausted the state space; with
-    ``one_fault_depth``, a third phase then searches the runs with at most one fault action."""
+    ``one_fault_depth``, a third phase then searches the runs with at most one fault action;
+    with ``walk_depth``, a last phase takes ``opts.walks`` fault-free random walks."""
     depth = opts.depth if opts.depth is not None else default_depth
 
     def tick(level: int, states: int) -> None:
@@ -90,7 +96,8 @@ def run_bmc(system: System, variants: Sequence[str], opts: Options, default_dept
 
     res = bounded_search(system, depth=depth, max_states=opts.max_states, variants=variants,
                          progress=tick)
-    return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth)
+    return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth,
+                        walk_depth)
 
 
 def _covered(res: SearchResult) -> int:
@@ -153,14 +160,17 @@ class _Limited:
 
 
 def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: SearchResult,
-                 fault_free_depth: int | None, one_fault_depth: int | None) -> list[Result]:
+                 fault_free_depth: int | None, one_fault_depth: int | None,
+                 walk_depth: int | None = None) -> list[Result]:
     """Phase 1 (every run, faults included) is ``res``; phase 2 (if ``fault_free_depth`` is
     given) searches fault-free runs up to ``fault_free_depth`` steps and phase 3 (if
     ``one_fault_depth`` is given) runs with at most one fault action up to
     ``one_fault_depth`` steps, each with its own budget and from the initial state again. A
     violation of phase 1 is a shortest one of all runs; one of phase 2 a shortest fault-free
     one, one of phase 3 a shortest one with at most one fault; each comes with what the phases
-    before it ruled out. Only an exhausted search of all runs proves."""
+    before it ruled out. Only an exhausted search of all runs proves. A violation the random
+    walks find (``walk_depth``) is not shown to be shortest; its bound says what the searches
+    ruled out."""
     n1 = _covered(res)
     if res.exhausted:
         bound1 = f"every reachable state ({res.states:,} states, depth {res.depth})"
@@ -219,7 +229,36 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
         if ph.every:
             every_to = max(every_to, n)
         ruled_out.append((ph.clause(), n, faults))
-    return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
+    if walk_depth is None or opts.walks < 1:
+        return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
+
+    seed = opts.seed if opts.seed is not None else 0
+
+    def walked(w: int, steps: int) -> None:
+        if opts.progress:
+            opts.progress(f"bmc random walk {w}/{opts.walks}: {steps} steps")
+
+    wr = random_walks(system, walks=opts.walks, depth=walk_depth, seed=seed, variants=variants,
+                      progress=walked)
+    seconds += wr.seconds
+    if wr.violation is None:
+        bounds.append(f"{wr.walks} fault-free random walks of <= {walk_depth} steps (seed "
+                      f"{seed}, {wr.steps:,} steps) broke nothing")
+        return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
+    bounds.append(f"fault-free random walks (seed {seed}): walk {wr.walks} broke "
+                  f"{wr.violation.invariant} after {wr.walked} steps")
+    return _results(system, "bmc", "; ".join(bounds), seconds, wr.violation, opts, variants,
+                    _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out]))
+
+
+def _walk_found(wr: WalkResult, depth: int, ruled_out: list[str]) -> str:
+    assert wr.violation is not None
+    steps = len(wr.violation.trace) - 1
+    cut = ("until no single step could be deleted" if wr.minimal
+           else "within the time allowed")
+    return (f"trace of {steps} steps, not shown to be a shortest run: found by fault-free "
+            f"random walk {wr.walks} ({wr.walked} steps, of at most {depth}) and shortened by "
+            f"deleting steps {cut}; {_join(ruled_out)} breaks an invariant")
 
 
 def _join(clauses: list[str]) -> str:
@@ -236,7 +275,8 @@ def run_method(module: ModuleType, method: str, values: dict[str, Any],
     if method == "bmc":
         return run_bmc(system, variants, opts, getattr(module, "BMC_DEPTH", 12),
                        getattr(module, "BMC_FAULT_FREE_DEPTH", None),
-                       getattr(module, "BMC_ONE_FAULT_DEPTH", None))
+                       getattr(module, "BMC_ONE_FAULT_DEPTH", None),
+                       getattr(module, "BMC_WALK_DEPTH", None))
     if method == "prove":
         prove = getattr(module, "prove", None)
         if prove is None:

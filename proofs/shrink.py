@@ -54,6 +54,14 @@ def shrink(system: System, violation: InvariantViolation, *, seconds: float = 60
                           variants=variants, target=violation.invariant)
     if near.violation is not None:
         return near.violation
+    return delete_steps(system, violation, seconds=seconds, variants=variants)[0]
+
+
+def delete_steps(system: System, violation: InvariantViolation, *, seconds: float = 60.0,
+                 variants: Sequence[str] = ()) -> tuple[InvariantViolation, bool]:
+    """Delete chunks of moves, halving the chunk size, while the same invariant still breaks
+    in fewer steps. The flag says the last pass (one move at a time) ended within ``seconds``:
+    no single move of the result can be deleted."""
     best = violation
     moves = _moves(best.trace, system)
     deadline = time.monotonic() + seconds
@@ -67,5 +75,7 @@ def shrink(system: System, violation: InvariantViolation, *, seconds: float = 60
             else:
                 i += size
         if not progressed:
+            if size == 1 and i >= len(moves):
+                return best, True
             size //= 2
-    return best
+    return best, False

@@ -37,13 +37,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--examples", type=int, default=300, help="explore: Hypothesis examples")
     c.add_argument("--steps", type=int, default=400, help="explore: steps per example")
     c.add_argument("--seed", type=int, default=None,
-                   help="explore: random seed (default: derandomized, reproducible)")
+                   help="explore: random seed (default: derandomized, reproducible); bmc: "
+                        "seed of its random walks (default 0)")
     c.add_argument("--depth", type=int, default=None, help="bmc: trace length bound")
     c.add_argument("--max-states", type=int, default=400_000, help="bmc: state budget")
     c.add_argument("--fault-free-max-states", type=int, default=100_000,
                    help="bmc: state budget of the fault-free phase (protocols that have one)")
     c.add_argument("--one-fault-max-states", type=int, default=100_000,
                    help="bmc: state budget of the one-fault phase (protocols that have one)")
+    c.add_argument("--walks", type=int, default=100,
+                   help="bmc: fault-free random walks of the last phase, after the searches "
+                        "(protocols that have one; 0: none)")
     c.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"))
     c.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -129,7 +133,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for p in selected:       # validate before any long run
         protocols.load(p).build(values[p], variants[p])
     for n, lo in (("examples", 1), ("steps", 1), ("max_states", 1),
-                  ("fault_free_max_states", 1), ("one_fault_max_states", 1)):
+                  ("fault_free_max_states", 1), ("one_fault_max_states", 1), ("walks", 0)):
         if getattr(args, n) < lo:
             raise ParamError(f"--{n.replace('_', '-')} must be at least {lo}")
     if args.depth is not None and args.depth < 1:
@@ -143,7 +147,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         opts = Options(examples=args.examples, steps=args.steps, seed=args.seed,
                        depth=args.depth, max_states=args.max_states,
                        fault_free_max_states=args.fault_free_max_states,
-                       one_fault_max_states=args.one_fault_max_states, trace_dir=args.trace_dir,
+                       one_fault_max_states=args.one_fault_max_states, walks=args.walks,
+                       trace_dir=args.trace_dir,
                        progress=progress.note)
         for p in selected:
             module = protocols.load(p)

@@ -32,6 +32,9 @@ BMC_DEPTH = 14      # default bound of breadth-first search (about 12k states at
 BMC_FAULT_FREE_DEPTH = 40
 # ... and a third, runs with at most one fault (e.g. one warm-up leftover in a full CQ)
 BMC_ONE_FAULT_DEPTH = 40
+# ... and last, fault-free random walks: depth-mismatch at the defaults needs a 65-chunk big
+# gate, at least 148 steps, far past what either budget reaches
+BMC_WALK_DEPTH = 1000
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("no-barrier",

@@ -1,7 +1,8 @@
 """`verbspec check --method bmc` on the gate protocol: every run (faults included) to BMC_DEPTH,
-then fault-free runs deeper, then runs with at most one fault deeper. Each variant it reaches is
-refuted with a shortest trace that replays; the base protocol holds; the bound says what each
-phase covered."""
+then fault-free runs deeper, then runs with at most one fault deeper, then fault-free random
+walks. Each variant the searches reach is refuted with a shortest trace that replays, the one
+only the walks reach with a replayable trace whose bound says it is not shown shortest; the base
+protocol holds; the bound says what each phase covered."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from verbspec.proofs.run import Options, run_bmc, run_method
 from verbspec.refimpl.cli import main
 from verbspec.spec import gate_system
-from verbspec.spec.gate_system import BMC_DEPTH, VARIANTS, build
+from verbspec.spec.gate_system import BMC_DEPTH, BMC_WALK_DEPTH, VARIANTS, build
 from verbspec.spec.itf import read_moves
 from verbspec.spec.lts import Action, Invariant
 
@@ -27,8 +28,10 @@ SHORTEST = {
     "tag-every-chunk": ("watermark_sound", 15, True),
     "drain-without-rendezvous": ("watermark_sound", 30, True),
 }
-# its shortest run is about 148 steps (a 65-chunk big gate); out of reach of either phase
-UNREACHED = {"depth-mismatch"}
+# variant -> (invariant, trace length): past the searches' budgets, found by the random walks;
+# depth-mismatch overruns rank 1's 64 staging receives with a 65-chunk big gate, which takes at
+# least 148 steps (65 transmits and 65 deliveries, 18 steps of the two ranks' own)
+WALKED = {"depth-mismatch": ("no_silent_drop", 148)}
 
 
 def bmc(capsys, *args: str) -> tuple[int, dict]:
@@ -37,7 +40,7 @@ def bmc(capsys, *args: str) -> tuple[int, dict]:
 
 
 def test_every_variant_is_accounted_for():
-    assert set(SHORTEST) | UNREACHED == {v.name for v in VARIANTS}
+    assert set(SHORTEST) | set(WALKED) == {v.name for v in VARIANTS}
 
 
 @pytest.mark.parametrize("variant", list(SHORTEST))
@@ -71,12 +74,13 @@ def test_bmc_refutes_the_variant_with_a_shortest_replayable_trace(variant, tmp_p
 
 def test_base_protocol_holds_under_all_three_phases(tmp_path):
     # defaults, with smaller budgets than the CLI's to keep this test quick
-    opts = Options(trace_dir=tmp_path, fault_free_max_states=12_000, one_fault_max_states=12_000)
+    opts = Options(trace_dir=tmp_path, fault_free_max_states=12_000, one_fault_max_states=12_000,
+                   walks=10)
     results = run_method(gate_system, "bmc", {}, (), opts)
     assert [r.invariant for r in results] == list(gate_system.INVARIANTS)
     assert all(r.verdict == "held" for r in results), [r for r in results if r.verdict != "held"]
     bound = results[0].bound
-    first, second, third = bound.split("; ")
+    first, second, third, fourth = bound.split("; ")
     assert first.startswith(f"all runs of <= {BMC_DEPTH} steps (")
     assert second.startswith("fault-free runs of <= ")
     assert second.endswith("then cut at 12,000 states (fault-free budget)")
@@ -84,6 +88,8 @@ def test_base_protocol_holds_under_all_three_phases(tmp_path):
     assert third.startswith("runs with at most one fault of <= ")
     assert third.endswith("then cut at 12,000 states (one-fault budget)")
     assert int(third.split()[8]) > BMC_DEPTH + 2
+    assert fourth.startswith(f"10 fault-free random walks of <= {BMC_WALK_DEPTH} steps (seed 0, ")
+    assert fourth.endswith(" steps) broke nothing")
     assert not list(tmp_path.iterdir())
 
 
@@ -171,9 +177,40 @@ def test_fault_free_runs_count_as_all_runs_only_while_no_fault_is_enabled(
     assert bad.verdict == "violated" and bad.bound.startswith(f"trace of 5 steps, {shortest}")
 
 
-def test_depth_mismatch_is_reached_in_a_small_configuration(tmp_path, capsys):
-    # at the defaults its shortest run (a 65-chunk big gate) is out of reach; with a 2-deep
-    # chain cap the overrun takes a 3-chunk big gate
+@pytest.mark.parametrize("variant", list(WALKED))
+def test_the_random_walks_refute_what_the_searches_cannot_reach(variant, tmp_path, capsys):
+    invariant, length = WALKED[variant]
+    assert invariant in next(v.breaks for v in VARIANTS if v.name == variant)
+    # smaller search budgets than the CLI's keep this quick; the walks do not depend on them
+    code, out = bmc(capsys, "--variant", variant, "--fault-free-max-states", "20000",
+                    "--one-fault-max-states", "20000", "--trace-dir", str(tmp_path))
+    assert code == 1
+    (bad,) = [r for r in out["results"] if r["verdict"] == "violated"]
+    assert bad["invariant"] == invariant
+    assert bad["bound"].startswith(f"trace of {length} steps, not shown to be a shortest run: "
+                                   f"found by fault-free random walk ")
+    assert "until no single step could be deleted" in bad["bound"]
+    # what the searches ruled out, each to its depth
+    assert f"no run of any kind of <= {BMC_DEPTH} steps" in bad["bound"]
+    assert "no fault-free run of <= " in bad["bound"]
+    held = [r["bound"] for r in out["results"] if r["verdict"] == "held"]
+    assert held and all(f"broke {invariant} after " in b for b in held)
+    meta, moves = read_moves(bad["trace"])
+    assert len(moves) == length and meta["violation"] == invariant
+    assert not any(m[0] in gate_system.FAULT_ACTIONS for m in moves)
+    assert main(["replay", bad["trace"]]) == 1
+    assert f"replayed {length} steps: {invariant} violated" in capsys.readouterr().out
+    # without the walks the searches hold to their bounds
+    code, out = bmc(capsys, "--variant", variant, "--walks", "0", "--max-states", "2000",
+                    "--fault-free-max-states", "2000", "--one-fault-max-states", "2000",
+                    "--trace-dir", str(tmp_path / "none"))
+    assert code == 0 and all(r["verdict"] == "held" for r in out["results"])
+
+
+def test_depth_mismatch_is_refuted_with_a_shortest_run_in_a_small_configuration(tmp_path,
+                                                                               capsys):
+    # at the defaults its shortest run (a 65-chunk big gate) is past the searches; with a
+    # 2-deep chain cap the overrun takes a 3-chunk big gate, and breadth-first search finds it
     small = ["--param", "window=2", "--param", "vec_bytes=16384", "--param", "chain_max=2"]
     code, out = bmc(capsys, "--variant", "depth-mismatch", *small, "--trace-dir", str(tmp_path))
     assert code == 1
