@@ -36,7 +36,8 @@ and every strengthening invariant (LEMMAS) on every state the runs reach.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from typing import Any
 import z3
 
 from verbspec.proofs.report import Result, trace_name
-from verbspec.proofs.solving import Answer, Query, Solvers, query
+from verbspec.proofs.solving import Solvers, query
 from verbspec.spec import gate_state as gs
 from verbspec.spec.fabric import ST_OK
 from verbspec.spec.gate_params import GateConfig
@@ -1660,11 +1661,25 @@ def _free(*terms: Mapping[str, z3.ExprRef]) -> list[z3.ExprRef]:
 SPLIT_ACTIONS = ("reap", "deliver", "call_big")
 
 
-def _answers(queries: list[Query], solvers: Solvers | None) -> list[Answer]:
+@contextmanager
+def _pool(solvers: Solvers | None) -> Iterator[Solvers]:
+    """The caller's worker pool, or one of our own (one worker per core) while in use."""
     if solvers is not None:
-        return solvers.run(queries)
+        yield solvers
+        return
     with Solvers() as pool:
-        return pool.run(queries)
+        yield pool
+
+
+def _quiet_sub(s: State, quiet: bool, names: Iterable[str]
+               ) -> Callable[[z3.ExprRef], z3.ExprRef]:
+    """With decode_only among the invariants (proved on its own first, see houdini()), a
+    decode-only workload's big-gate variables are zero: substituting them shrinks every
+    query."""
+    zero = quiet_pairs(s) if quiet and "decode_only" in names else []
+    if not zero:
+        return lambda x: x
+    return lambda x: z3.substitute(x, *zero)
 
 
 def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
@@ -1685,12 +1700,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     asked again one by one if it fails, to find which."""
     names = list(names or ALL_INVARIANTS)
     s, ch = fresh_state("s"), fresh_choice("s")
-    # with decode_only assumed (proved on its own first, see houdini()), a decode-only
-    # workload's big-gate variables are zero: substituting them shrinks every query
-    zero = quiet_pairs(s) if quiet and "decode_only" in names else []
-
-    def sub(x: z3.ExprRef) -> z3.ExprRef:
-        return z3.substitute(x, *zero) if zero else x
+    sub = _quiet_sub(s, quiet, names)
 
     # a query: (invariants, "base" | "consecution", via, C) -> hypotheses, goal per invariant
     todo: dict[tuple, tuple[list[z3.BoolRef], dict[str, z3.BoolRef]]] = {}
@@ -1724,8 +1734,9 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     known = _free(s, ch, prm)
     while todo:
         keys = list(todo)
-        answers = _answers([query(k, *todo[k][0], z3.Not(z3.And(list(todo[k][1].values()))))
-                            for k in keys], solvers)
+        with _pool(solvers) as pool:
+            answers = pool.run([query(k, *todo[k][0], z3.Not(z3.And(list(todo[k][1].values()))))
+                                for k in keys])
         split = {}
         for ans in answers:
             group, label, via, c = ans.key
@@ -1754,9 +1765,7 @@ def implied(prm: Params, assume: Callable[[Params], z3.BoolRef], invariants: Ite
             chunks: Iterable[int] = (1, 2), quiet: bool = False,
             solvers: Solvers | None = None) -> list[Obligation]:
     """Each consequence holds in every state the (proved) inductive invariants admit."""
-    if solvers is not None:
-        return implied_later(prm, assume, invariants, chunks, quiet, solvers)()
-    with Solvers() as pool:
+    with _pool(solvers) as pool:
         return implied_later(prm, assume, invariants, chunks, quiet, pool)()
 
 
@@ -1766,11 +1775,7 @@ def implied_later(prm: Params, assume: Callable[[Params], z3.BoolRef],
     """:func:`implied`, its queries started now; the call returned waits for the verdicts."""
     s = fresh_state("s")
     invariants = list(invariants)
-    zero = quiet_pairs(s) if quiet and "decode_only" in invariants else []
-
-    def sub(x: z3.ExprRef) -> z3.ExprRef:
-        return z3.substitute(x, *zero) if zero else x
-
+    sub = _quiet_sub(s, quiet, invariants)
     queries = []
     for c in chunks:
         q = {**prm, "C": z3.BitVecVal(c, 64)}
@@ -1808,7 +1813,9 @@ class Counterexample:
 
 
 RUNGS = (4, 8, 16)     # deeper unrollings took minutes on this machine (see docs)
-REGION_RUNGS = (4, 8)  # the region table's cross-check of short runs (16 costs about a minute)
+# the region table's cross-check of short runs: the model's BMC unrolls to 8 steps (about 75 s
+# a condition here; 16 took minutes) only where the spec's shortest run is that short, else to 4
+REGION_RUNGS = (4, 8)
 
 
 def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS,
@@ -2060,8 +2067,9 @@ def region_table(*, window_max: int | None = 256,
     """Every invariant over the whole region (symbolic window, chunks, depths, slot period),
     then, for each condition of the region, a counterexample just outside it: the shortest run
     of the executable spec (breadth-first) that breaks the property the condition guards, with
-    every step checked against the model; and, where the run is short enough for the model's
-    own BMC rungs, the model's run replayed on the spec."""
+    every step checked against the model; and the model's own BMC, to the last rung where the
+    spec's run is short enough for it (the model's run replayed on the spec), else to the first
+    (the model has no shorter run either)."""
     from verbspec.spec.gate_system import build
 
     prm = {**fresh_params(), "BIG": z3.BoolVal(False)}     # the region is decode-only
@@ -2085,13 +2093,17 @@ def region_table(*, window_max: int | None = 256,
             verdict = "violated" if run.admitted else "inconclusive"
         system = build({**values, "big_gates": 0})
         point = param_terms(params_of(system.params))
-        ce = bmc(point, domain(point), cond.breaks, REGION_RUNGS)
+        # a run past the last rung cannot be found by the model's BMC: a shallow rung still
+        # checks the model has no shorter run than the spec's
+        rungs = (REGION_RUNGS if run is None or run.moves <= REGION_RUNGS[-1]
+                 else REGION_RUNGS[:1])
+        ce = bmc(point, domain(point), cond.breaks, rungs)
         if ce is not None:
             hit = replay_on_spec(system, ce.moves)
             notes.append(f"model BMC: run of {ce.depth} moves (unrolling {ce.bound}), on the "
                          f"spec: {hit[1] if hit else 'not confirmed'}")
         else:
-            notes.append(f"model BMC: no run of <= {REGION_RUNGS[-1]} steps")
+            notes.append(f"model BMC: no run of <= {rungs[-1]} steps")
         rows.append(RegionRow(cond.breaks, where, verdict, time.perf_counter() - t0,
                               "; ".join(notes), cond.name, run.trace if run else None))
         if progress:

@@ -207,18 +207,24 @@ def test_the_random_walks_refute_what_the_searches_cannot_reach(variant, tmp_pat
     assert code == 0 and all(r["verdict"] == "held" for r in out["results"])
 
 
-def test_depth_mismatch_is_refuted_with_a_shortest_run_in_a_small_configuration(tmp_path,
-                                                                               capsys):
-    # at the defaults its shortest run (a 65-chunk big gate) is past the searches; with a
-    # 2-deep chain cap the overrun takes a 3-chunk big gate, and breadth-first search finds it
-    small = ["--param", "window=2", "--param", "vec_bytes=16384", "--param", "chain_max=2"]
+@pytest.mark.parametrize("chain_max", [2, 4])
+def test_depth_mismatch_is_refuted_with_a_shortest_run_in_small_configurations(chain_max,
+                                                                              tmp_path, capsys):
+    # at the defaults its run (a 65-chunk big gate) is past the searches; with a small chain cap
+    # the overrun takes a (chain_max + 1)-chunk big gate, and breadth-first search finds a
+    # shortest run of 18 + 2 * (chain_max + 1) steps: each chunk is transmitted and delivered,
+    # plus the ranks' own 18 steps. The walks' 148 steps at the defaults (chain_max 64) fit the
+    # same count.
+    length = 18 + 2 * (chain_max + 1)
+    small = ["--param", "window=2", "--param", "vec_bytes=16384", "--param",
+             f"chain_max={chain_max}"]
     code, out = bmc(capsys, "--variant", "depth-mismatch", *small, "--trace-dir", str(tmp_path))
     assert code == 1
     (bad,) = [r for r in out["results"] if r["verdict"] == "violated"]
     assert bad["invariant"] == "no_silent_drop"
-    assert bad["bound"].startswith("trace of 24 steps, a shortest fault-free run")
+    assert bad["bound"].startswith(f"trace of {length} steps, a shortest fault-free run")
     assert main(["replay", bad["trace"]]) == 1
-    assert "replayed 24 steps: no_silent_drop violated" in capsys.readouterr().out
+    assert f"replayed {length} steps: no_silent_drop violated" in capsys.readouterr().out
 
 
 @dataclass(frozen=True)

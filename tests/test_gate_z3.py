@@ -1,6 +1,7 @@
 """The z3 model of the gate protocol: cross-checked against the executable spec on random runs
 (one source of truth), its strengthening invariants checked on every state those runs reach,
-proved on the defaults, refuted just outside its region."""
+proved (the proof at the defaults is in test_method_agreement.py), refuted just outside its
+region."""
 
 from __future__ import annotations
 
@@ -170,19 +171,6 @@ def test_alpha_of_the_initial_state_is_the_models_initial_state():
 
 
 DECODE = {"faults": 0, "big_gates": 0}
-
-
-def test_every_invariant_is_proved_at_the_defaults():
-    """ds4's constants, big gates in the workload (every size) and faults: the drain, the
-    header exchange, staging windows, the wrapping barrier tag, crashes, error completions and
-    dead peers are all in the proof (a fault-free run is a run here too)."""
-    results = gz.prove({})
-    assert [r.invariant for r in results] == list(INVARIANTS)
-    assert all(r.verdict == "proved" for r in results), [(r.invariant, r.detail) for r in
-                                                       results if r.verdict != "proved"]
-    assert all(name in results[0].detail for name in ("big_chunks_aligned", "barrier_tags",
-                                                      "drain_counts", "counters_exact",
-                                                      "faults_recorded"))
 
 
 def test_every_invariant_is_proved_for_decode_workloads_with_faults():
