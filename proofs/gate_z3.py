@@ -1605,6 +1605,11 @@ def rank_symmetric(prm: Params, timeout_ms: int = 20_000) -> bool:
                for a in ACTIONS)
 
 
+def _is_var(x: z3.ExprRef) -> bool:
+    """A free constant: a state, choice or parameter variable."""
+    return z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED
+
+
 def _consts(e: z3.ExprRef) -> set[str]:
     """Names of the free constants of a term."""
     seen: set[int] = set()
@@ -1615,7 +1620,7 @@ def _consts(e: z3.ExprRef) -> set[str]:
         if x.get_id() in seen:
             continue
         seen.add(x.get_id())
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+        if _is_var(x):
             out.add(x.decl().name())
         todo.extend(x.children())
     return out
@@ -1650,8 +1655,7 @@ def _values_text(values: Mapping[str, Any], known: Iterable[z3.ExprRef], s: Stat
 
 
 def _free(*terms: Mapping[str, z3.ExprRef]) -> list[z3.ExprRef]:
-    return [v for m in terms for v in m.values()
-            if z3.is_const(v) and v.decl().kind() == z3.Z3_OP_UNINTERPRETED]
+    return [v for m in terms for v in m.values() if _is_var(v)]
 
 
 # Consecution asks one query per (C, action) for all the strengthening invariants the action
