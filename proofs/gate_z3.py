@@ -113,13 +113,14 @@ PARAM_VARS: dict[str, int] = {"W": 64, "C": 64, "P": 64, "rq_depth": 32, "sq_dep
                               "cq_depth": 32, "chain_max": 32, "OPS": 64, "BIG": 0,
                               "BCAP": 32, "SDEPTH": 32,
                               "no_barrier": 0, "tag_every_chunk": 0, "signal_last_only": 0,
-                              "FAULTS": 0}
+                              "depth_mismatch": 0, "FAULTS": 0}
 # the variants the model encodes, as Boolean parameters (false: the base protocol); no-seq-check
 # changes nothing without faults, since out-of-order calls come only from bad_call (a fault)
 MODEL_VARIANTS: dict[str, str | None] = {"no-barrier": "no_barrier",
                                          "tag-every-chunk": "tag_every_chunk",
                                          "signal-last-only": "signal_last_only",
-                                         "no-seq-check": None}
+                                         "no-seq-check": None,
+                                         "depth-mismatch": "depth_mismatch"}
 OPS_LIMIT = 1 << 61     # workloads below this keep seq + window clear of the tag bits
 BIG_LIMIT = 1 << 24     # big-gate sizes the model admits (the spec's are at most 257)
 
@@ -239,6 +240,29 @@ def big_in_flight(s: State, r: int) -> z3.BitVecRef:
 def big_window(prm: Params, depth: z3.BitVecRef) -> z3.BitVecRef:
     """The window for a granted receive depth: capped by big_depth and staging, at least 1."""
     return umax(umin(depth, prm["BCAP"]), bv(1))
+
+
+def _mismatch(prm: Params) -> bool:
+    """Whether depth-mismatch may hold (a concrete false keeps the base protocol's terms)."""
+    return not z3.is_false(z3.simplify(prm["depth_mismatch"]))
+
+
+def grant(prm: Params, r: int) -> z3.BitVecRef:
+    """Rank r's granted receive depth: rq_depth, but depth-mismatch grants rank 1 only
+    min(rq_depth, chain_max) (the spec's rq_grant)."""
+    if r == 0 or not _mismatch(prm):
+        return prm["rq_depth"]
+    return z3.If(prm["depth_mismatch"], umin(prm["rq_depth"], prm["chain_max"]),
+                 prm["rq_depth"])
+
+
+def own_window(prm: Params, r: int) -> z3.BitVecRef:
+    """The big-gate window rank r settles on after the header exchange: for the smaller of the
+    two grants, or with depth-mismatch for its own."""
+    if not _mismatch(prm):
+        return big_window(prm, prm["rq_depth"])
+    return big_window(prm, z3.If(prm["depth_mismatch"], grant(prm, r),
+                                 umin(grant(prm, 0), grant(prm, 1))))
 
 
 # ---------------------------------------------------------------------------- transitions
@@ -578,18 +602,20 @@ def _call_big(r: int, s: State, prm: Params, choice: Mapping[str, z3.ExprRef]) -
 
 def _big_header_write(r: int, s: State, prm: Params, choice: Mapping) -> Move:
     upd = {f"ph{r}": bv(BIG_HDR_READ, 8)}
-    _tcp_push(s, r, upd, TCP_HEADER, s[f"BNO{r}"], s[f"K{r}"], prm["rq_depth"])
+    _tcp_push(s, r, upd, TCP_HEADER, s[f"BNO{r}"], s[f"K{r}"], grant(prm, r))
     return Move(s[f"ph{r}"] == BIG_HDR_SEND, upd)
 
 
 def _big_header_read(r: int, s: State, prm: Params, choice: Mapping) -> Move:
-    """The peer's header must name the same big gate; the window is the smaller depth."""
+    """The peer's header must name the same big gate; the window is the smaller depth (with
+    depth-mismatch: the rank's own)."""
     p = 1 - r
     ok = z3.And(s[f"T1K{p}"] == TCP_HEADER, s[f"T1V{p}"] == s[f"BNO{r}"],
                 s[f"T1C{p}"] == s[f"K{r}"])
-    upd = {f"HDR{r}": ok, f"BD{r}": z3.If(ok, big_window(prm, umin(prm["rq_depth"],
-                                                                   s[f"T1D{p}"])),
-                                          s[f"BD{r}"]),
+    depth = umin(grant(prm, r), s[f"T1D{p}"])
+    if _mismatch(prm):
+        depth = z3.If(prm["depth_mismatch"], grant(prm, r), depth)
+    upd = {f"HDR{r}": ok, f"BD{r}": z3.If(ok, big_window(prm, depth), s[f"BD{r}"]),
            f"ph{r}": z3.If(ok, z3.If(s[f"WA{r}"], bv(DRAIN_POST, 8), bv(BIG_BEGIN, 8)),
                            bv(FAILED, 8))}
     _tcp_pop(s, p, upd)
@@ -727,7 +753,7 @@ def _send_accounting(s: State, prm: Params, r: int) -> z3.BoolRef:
 
 
 def _queue_bounds(s: State, prm: Params, r: int) -> z3.BoolRef:
-    return z3.And(z3.ULE(s[f"RQ{r}"] + s[f"RQB{r}"], prm["rq_depth"]),
+    return z3.And(z3.ULE(s[f"RQ{r}"] + s[f"RQB{r}"], grant(prm, r)),
                   z3.ULE(sq_total(s, r), prm["sq_depth"]),
                   z3.Not(s[f"OVF{r}"]), z3.Not(s["long_chain"]))
 
@@ -890,7 +916,7 @@ def _seq_headroom(s: State, prm: Params, r: int) -> z3.BoolRef:
                   z3.ULE(s[f"BNO{r}"], s[f"OP{r}"] + 1), z3.ULE(s[f"L{r}"], s[f"OP{r}"] + 1),
                   z3.ULE(s["SLEN"], prm["OPS"]),
                   z3.ULT(s[f"K{r}"], BIG_LIMIT), z3.ULE(s[f"BB{r}"], s[f"K{r}"]),
-                  z3.ULE(s[f"BD{r}"], big_window(prm, prm["rq_depth"])),
+                  z3.ULE(s[f"BD{r}"], own_window(prm, r)),
                   z3.ULE(s[f"BW{r}"], s[f"BD{r}"]),
                   z3.ULE(s[f"BP{r}"], s[f"BW{r}"]), z3.ULE(s[f"BS{r}"], s[f"BW{r}"]),
                   z3.ULE(s[f"BL{r}"], s[f"BP{r}"]), z3.ULE(s[f"BR{r}"], s[f"BL{r}"]),
@@ -977,7 +1003,7 @@ def _tcp_in_flight(s: State, prm: Params, r: int) -> z3.BoolRef:
                                s[f"T1V{r}"] == gs.WINDOW_BARRIER)),
         z3.Implies(hdr == 1, z3.And(s[f"T1K{r}"] == TCP_HEADER, s[f"T1V{r}"] == s[f"BNO{r}"],
                                     s[f"T1C{r}"] == s[f"K{r}"],
-                                    s[f"T1D{r}"] == prm["rq_depth"])),
+                                    s[f"T1D{r}"] == grant(prm, r))),
         z3.Implies(z3.And(byte == 1, hdr == 0),
                    z3.And(s[f"T1K{r}"] == TCP_BYTE, s[f"T1V{r}"] == z64(s[f"BT{r}"]))),
         z3.Implies(z3.And(byte == 1, hdr == 1),
@@ -987,7 +1013,7 @@ def _tcp_in_flight(s: State, prm: Params, r: int) -> z3.BoolRef:
     fields = z3.And(
         z3.Implies(s[f"T1K{r}"] == TCP_HEADER,
                    z3.And(s[f"T1V{r}"] == s[f"BNO{r}"], s[f"T1C{r}"] == s[f"K{r}"],
-                          s[f"T1D{r}"] == prm["rq_depth"])),
+                          s[f"T1D{r}"] == grant(prm, r))),
         z3.Implies(n == 2, z3.And(s[f"T1K{r}"] == TCP_HEADER, s[f"T2K{r}"] == TCP_BYTE,
                                   s[f"T2V{r}"] == z64(s[f"BT{r}"]))),
         z3.Implies(s[f"T1K{r}"] == TCP_BYTE,
@@ -1094,7 +1120,7 @@ def _big_window_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
     left) and not empty; all its receives are posted before its barrier; sends, completions
     and receives are counted against it."""
     ph = eph(s, r)
-    depth = big_window(prm, prm["rq_depth"])
+    depth = own_window(prm, r)
     in_win = eph_in(s, r, *BIG_WINDOW)
     return z3.And(
         z3.Implies(eph_in(s, r, *DRAINING, *WINDOWS), s[f"BD{r}"] == depth),
@@ -1123,19 +1149,26 @@ def _big_window_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
 def _big_chunks_aligned(s: State, prm: Params, r: int) -> z3.BoolRef:
     """r's big chunks in flight belong to the window the peer has posted and waits in: the
     same big gate, the next chunk the peer's receives expect, no more than it posted. The
-    ranks' windows are the same size."""
+    ranks' windows are the same size (with depth-mismatch, in a big gate no larger than the
+    smaller window; in a larger one, a rank with the larger window sends past the peer's)."""
     p = 1 - r
     flying = big_in_flight(s, r)
     same_win = z3.And(s[f"BNO{p}"] == s[f"BNO{r}"], s[f"BB{p}"] == s[f"BB{r}"])
+    room, fits, same_size = s[f"BW{p}"], z3.ULE(flying, s[f"RQB{p}"]), s[f"BW{r}"] == s[f"BW{p}"]
+    if _mismatch(prm):
+        wider = z3.And(prm["depth_mismatch"], z3.UGT(s[f"BW{r}"], s[f"BW{p}"]))
+        room = z3.If(wider, s[f"BW{r}"], room)
+        fits = z3.Or(wider, fits)
+        same_size = z3.Or(prm["depth_mismatch"], same_size)
     # a dead peer's NIC takes nothing: the chunks reaching it are gone
     return z3.And(
         z3.Implies(flying != 0, z3.And(
             eph_in(s, p, BIG_BAR_READ, BIG_XFER), s[f"FNO{r}"] == s[f"BNO{p}"],
             # they are for the peer's window, dead or alive (a dead peer cannot finish it)
             z3.ULE(s[f"BB{p}"], s[f"FX{r}"]),
-            z3.ULE(z64(s[f"FX{r}"]) + z64(flying), z64(s[f"BB{p}"]) + z64(s[f"BW{p}"])),
+            z3.ULE(z64(s[f"FX{r}"]) + z64(flying), z64(s[f"BB{p}"]) + z64(room)),
             z3.Implies(alive(s, p), z3.And(s[f"FX{r}"] == s[f"BB{p}"] + s[f"BL{p}"],
-                                           z3.ULE(flying, s[f"RQB{p}"]))))),
+                                           fits)))),
         z3.Implies(flying == 0, z3.And(s[f"FX{r}"] == 0, s[f"FNO{r}"] == 0)),
         # the chunks in flight are the last sent: of the current window, or of the window
         # just done (or, once the next big gate is called, of the last big gate)
@@ -1162,7 +1195,7 @@ def _big_chunks_aligned(s: State, prm: Params, r: int) -> z3.BoolRef:
                    z64(s[f"BL{p}"]) + z64(flying) == z64(s[f"BW{p}"])),
         # in the same window, what reached the peer plus what is in flight is what r sent
         z3.Implies(z3.And(eph_in(s, r, *BIG_WINDOW), eph_in(s, p, *BIG_WINDOW), same_win),
-                   z3.And(s[f"BW{r}"] == s[f"BW{p}"],
+                   z3.And(same_size,
                           z3.Implies(alive(s, p), z64(s[f"BL{p}"]) + z64(flying)
                                      == z64(s[f"BS{r}"])))),
         z3.Implies(eph(s, r) == BIG_XFER,
@@ -1689,11 +1722,15 @@ def _quiet_sub(s: State, quiet: bool, names: Iterable[str]
 def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
               names: Iterable[str] | None = None, chunks: Iterable[int] = (1, 2),
               ranks: Iterable[int] = (0, 1), quiet: bool = False,
-              solvers: Solvers | None = None) -> list[Obligation]:
+              solvers: Solvers | None = None,
+              table: Mapping[str, Callable[[State, Params], z3.BoolRef]] | None = None,
+              live: Callable[[State, Params], z3.BoolRef] | None = None) -> list[Obligation]:
     """Base and consecution of every named invariant, each relative to the named ones only
     (their conjunction is what is shown inductive). With ``quiet`` (for a decode-only
     workload whose decode_only lemma is proved on its own) the big-gate variables are taken
-    as zero.
+    as zero. ``table`` names the invariants instead of ALL_INVARIANTS (all of them
+    strengthening invariants); with ``live``, steps are taken only from the states it admits
+    (the runs end in the others).
 
     Consecution is asked per (C, action, moving rank): C is 1 or 2 (fixing it turns x*C and
     x/C into shifts); ``ranks`` limits the moving rank (see :func:`rank_symmetric`). The
@@ -1702,7 +1739,9 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     out of the goal (an invariant the move leaves alone needs no query at all). Each property
     gets a query of its own; the strengthening invariants share one (but for SPLIT_ACTIONS),
     asked again one by one if it fails, to find which."""
-    names = list(names or ALL_INVARIANTS)
+    table = table or ALL_INVARIANTS
+    shared = LEMMAS if table is ALL_INVARIANTS else table
+    names = list(names or table)
     s, ch = fresh_state("s"), fresh_choice("s")
     sub = _quiet_sub(s, quiet, names)
 
@@ -1711,7 +1750,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     posts: dict[tuple[int, str], Mapping[str, z3.ExprRef] | None] = {}
     for c in chunks:
         q = {**prm, "C": z3.BitVecVal(c, 64)}
-        inv_s = {n: sub(ALL_INVARIANTS[n](s, q)) for n in names}
+        inv_s = {n: sub(table[n](s, q)) for n in names}
         parts = {n: [(p, _consts(p)) for p in _conjuncts(inv_s[n])] for n in names}
         posts[(c, "initial")] = None
         for n in names:
@@ -1724,11 +1763,13 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 via = f"{a}({r})"
                 posts[(c, via)] = {k: m.updates.get(k, v) for k, v in s.items()}
                 hyp = [assume(q), *inv_s.values(), sub(m.guard)]
+                if live is not None:
+                    hyp.append(sub(live(s, q)))
                 # a conjunct over variables the move leaves alone is its own hypothesis
                 goal = {n: z3.And([z3.substitute(p, *moved) for p, used in parts[n]
                                    if used & changed]) for n in names}
                 goal = {n: g for n, g in goal.items() if g.num_args()}
-                together = [n for n in goal if n in LEMMAS and a not in SPLIT_ACTIONS]
+                together = [n for n in goal if n in shared and a not in SPLIT_ACTIONS]
                 groups = [tuple(together)] if together else []
                 groups += [(n,) for n in goal if n not in together]
                 for g in groups:
@@ -1928,8 +1969,8 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
 SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates, with or "
          "without faults (crashes, error and warm-up completions, timeouts, bad calls, a dead "
          "peer); the base protocol, and for decode-only workloads (big_gates=0) the variants "
-         "no-barrier, tag-every-chunk, signal-last-only (with unsignaled_completions=1) and "
-         "no-seq-check (without faults)")
+         "no-barrier, tag-every-chunk, signal-last-only (with unsignaled_completions=1), "
+         "no-seq-check (without faults) and depth-mismatch")
 
 
 def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
@@ -2076,7 +2117,8 @@ def region_table(*, window_max: int | None = 256,
     (the model has no shorter run either)."""
     from verbspec.spec.gate_system import build
 
-    prm = {**fresh_params(), "BIG": z3.BoolVal(False)}     # the region is decode-only
+    # the region is decode-only and the base protocol
+    prm = {**fresh_params(), "BIG": z3.BoolVal(False), "depth_mismatch": z3.BoolVal(False)}
     text = region_text(window_max)
     found = houdini(prm, lambda q: region(q, window_max=window_max), (1, 2),
                     progress=progress)

@@ -6,6 +6,7 @@ stays free of checker details.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,11 @@ METHODS = ("explore", "bmc", "prove")
 # bmc's deeper phases are opt-in: a protocol module sets BMC_FAULT_FREE_DEPTH (fault-free runs)
 # and BMC_ONE_FAULT_DEPTH (runs with at most one fault action); without them bmc is one phase.
 # BMC_WALK_DEPTH adds a last phase of fault-free random walks (proofs/walk.py) for violations
-# deeper than any state budget reaches.
+# deeper than any state budget reaches; a module's ``shortest_run`` may then prove the trace a
+# walk found a shortest fault-free one.
+
+# (invariant, steps) -> why no fault-free run breaking it is shorter, or None
+ShortestProof = Callable[[str, int], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class Options:
     fault_free_max_states: int = 100_000     # bmc: state budget of the fault-free phase
     one_fault_max_states: int = 100_000      # bmc: state budget of the one-fault phase
     walks: int = 100                         # bmc: random walks of the walk phase (0: none)
+    shortest_proof: bool = True              # bmc: try to prove a walk's trace a shortest one
     trace_dir: Path = Path("verbspec-traces")
     progress: Callable[[str], None] | None = None
 
@@ -82,12 +88,14 @@ def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[
 def run_bmc(system: System, variants: Sequence[str], opts: Options, default_depth: int,
             fault_free_depth: int | None = None,
             one_fault_depth: int | None = None,
-            walk_depth: int | None = None) -> list[Result]:
+            walk_depth: int | None = None,
+            shortest: ShortestProof | None = None) -> list[Result]:
     """Breadth-first bounded search. With ``fault_free_depth``, a second phase searches the
     fault-free runs (fault actions excluded) deeper, from the initial state again, when the
     first phase neither found a violation nor exhausted the state space; with
     ``one_fault_depth``, a third phase then searches the runs with at most one fault action;
-    with ``walk_depth``, a last phase takes ``opts.walks`` fault-free random walks."""
+    with ``walk_depth``, a last phase takes ``opts.walks`` fault-free random walks, whose
+    trace ``shortest`` may prove a shortest fault-free run."""
     depth = opts.depth if opts.depth is not None else default_depth
 
     def tick(level: int, states: int) -> None:
@@ -97,7 +105,7 @@ def run_bmc(system: System, variants: Sequence[str], opts: Options, default_dept
     res = bounded_search(system, depth=depth, max_states=opts.max_states, variants=variants,
                          progress=tick)
     return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth,
-                        walk_depth)
+                        walk_depth, shortest)
 
 
 def _covered(res: SearchResult) -> int:
@@ -161,7 +169,8 @@ class _Limited:
 
 def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: SearchResult,
                  fault_free_depth: int | None, one_fault_depth: int | None,
-                 walk_depth: int | None = None) -> list[Result]:
+                 walk_depth: int | None = None,
+                 shortest: ShortestProof | None = None) -> list[Result]:
     """Phase 1 (every run, faults included) is ``res``; phase 2 (if ``fault_free_depth`` is
     given) searches fault-free runs up to ``fault_free_depth`` steps and phase 3 (if
     ``one_fault_depth`` is given) runs with at most one fault action up to
@@ -169,8 +178,8 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
     violation of phase 1 is a shortest one of all runs; one of phase 2 a shortest fault-free
     one, one of phase 3 a shortest one with at most one fault; each comes with what the phases
     before it ruled out. Only an exhausted search of all runs proves. A violation the random
-    walks find (``walk_depth``) is not shown to be shortest; its bound says what the searches
-    ruled out."""
+    walks find (``walk_depth``) is shown a shortest fault-free one only by ``shortest``;
+    otherwise its bound says what the searches ruled out."""
     n1 = _covered(res)
     if res.exhausted:
         bound1 = f"every reachable state ({res.states:,} states, depth {res.depth})"
@@ -247,24 +256,42 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
         return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
     bounds.append(f"fault-free random walks (seed {seed}): walk {wr.walks} broke "
                   f"{wr.violation.invariant} after {wr.walked} steps")
+    steps = len(wr.violation.trace) - 1
+    if opts.progress and shortest is not None and opts.shortest_proof:
+        opts.progress(f"bmc: is the {steps}-step trace a shortest fault-free run?")
+    t0 = time.perf_counter()
+    proof = (shortest(wr.violation.invariant, steps)
+             if shortest is not None and opts.shortest_proof else None)
+    seconds += time.perf_counter() - t0
     return _results(system, "bmc", "; ".join(bounds), seconds, wr.violation, opts, variants,
-                    _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out]))
+                    _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out], proof))
 
 
-def _walk_found(wr: WalkResult, depth: int, ruled_out: list[str]) -> str:
+def _walk_found(wr: WalkResult, depth: int, ruled_out: list[str], proof: str | None) -> str:
     assert wr.violation is not None
     steps = len(wr.violation.trace) - 1
     cut = ("until no single step could be deleted" if wr.minimal
            else "within the time allowed")
-    return (f"trace of {steps} steps, not shown to be a shortest run: found by fault-free "
-            f"random walk {wr.walks} ({wr.walked} steps, of at most {depth}) and shortened by "
-            f"deleting steps {cut}; {_join(ruled_out)} breaks an invariant")
+    found = (f"found by fault-free random walk {wr.walks} ({wr.walked} steps, of at most "
+             f"{depth}) and shortened by deleting steps {cut}")
+    if proof is not None:
+        return f"trace of {steps} steps, a shortest fault-free run: {proof}; {found}"
+    return (f"trace of {steps} steps, not shown to be a shortest run: {found}; "
+            f"{_join(ruled_out)} breaks an invariant")
 
 
 def _join(clauses: list[str]) -> str:
     if len(clauses) <= 2:
         return " and ".join(clauses)
     return ", ".join(clauses[:-1]) + " and " + clauses[-1]
+
+
+def _shortest_proof(module: ModuleType, values: dict[str, Any], variants: Sequence[str]
+                    ) -> ShortestProof | None:
+    proof = getattr(module, "shortest_run", None)
+    if proof is None:
+        return None
+    return lambda invariant, steps: proof(values, variants, invariant, steps)
 
 
 def run_method(module: ModuleType, method: str, values: dict[str, Any],
@@ -276,7 +303,8 @@ def run_method(module: ModuleType, method: str, values: dict[str, Any],
         return run_bmc(system, variants, opts, getattr(module, "BMC_DEPTH", 12),
                        getattr(module, "BMC_FAULT_FREE_DEPTH", None),
                        getattr(module, "BMC_ONE_FAULT_DEPTH", None),
-                       getattr(module, "BMC_WALK_DEPTH", None))
+                       getattr(module, "BMC_WALK_DEPTH", None),
+                       _shortest_proof(module, values, variants))
     if method == "prove":
         prove = getattr(module, "prove", None)
         if prove is None:

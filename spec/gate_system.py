@@ -274,6 +274,16 @@ def prove_scope(values: Mapping[str, Any], variants: Sequence[str] = ()) -> str 
     return gate_z3.out_of_scope(build(values, variants).params, variants)
 
 
+def shortest_run(values: Mapping[str, Any], variants: Sequence[str], invariant: str,
+                 steps: int) -> str | None:
+    """bmc's hook for a random walk's trace: why no fault-free run breaking ``invariant`` is
+    shorter than ``steps`` (proofs/gate_bound.py: no_silent_drop under depth-mismatch), or
+    None."""
+    from verbspec.proofs import gate_bound
+
+    return gate_bound.shortest_run(values, variants, invariant, steps)
+
+
 def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem:
     """Validate parameter values (typed) and variant names; build the system."""
     cfg = make_config(check_values(PARAMS, values))

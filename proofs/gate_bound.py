@@ -1,0 +1,254 @@
+"""How short a run that drops a message can be under depth-mismatch: a lower bound on its
+length, proved on the z3 model by induction.
+
+bmc finds depth-mismatch's violation at the defaults only by random walks: rank 0 must send a
+whole window of chain_max + 1 big chunks into rank 1's chain_max receives, a run far past what
+breadth-first search reaches. Whether the trace found is a shortest one is settled here
+instead, by a potential over the model's state:
+
+- it is 0 in the initial state and no step raises it by more than 1, so a run of n steps ends
+  in a state whose potential is at most n;
+- it is at least L in every state where a message was dropped, so every such run has at least
+  L steps, and a trace of L steps is a shortest one.
+
+The potential counts steps no dropping run can do without: each rank's own steps in its
+current big gate (setup, call, header, window, receive chains, barrier, send sub-batches),
+the big chunks each rank transmitted and those delivered into each rank's window, and the drop
+itself. Strengthening invariants (the model's, and those below) make it step by at most 1.
+
+Runs are fault-free, and end (no step is taken from their last state) at the first drop and at
+the first window of a mismatched big gate (one larger than the smaller window) that a rank
+completes: past that the windows no longer pair up, and the invariants would have to describe
+a desynchronised pair. The potential must be at least L there too; a completed window took
+all its receives and sends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from verbspec.proofs import gate_z3 as gz
+from verbspec.proofs.solving import Solvers, query
+
+State = gz.State
+Params = gz.Params
+
+
+def mismatched(prm: Params, k: z3.BitVecRef) -> z3.BoolRef:
+    """A big gate of k chunks whose first windows differ between the ranks."""
+    w0, w1 = gz.own_window(prm, 0), gz.own_window(prm, 1)
+    return z3.And(w0 != w1, z3.UGT(k, gz.umin(w0, w1)))
+
+
+def run_ends(s: State, prm: Params) -> z3.BoolRef:
+    """The states the runs end in: a message dropped, or a mismatched window completed."""
+    return z3.Or(s["dropped"], *(z3.And(mismatched(prm, s[f"K{r}"]), s[f"BB{r}"] != 0)
+                                 for r in (0, 1)))
+
+
+# a rank's own steps in a big gate, by phase, before its receive chains and send sub-batches:
+# the call, the header written, read, (the drain), the window begun, the barrier written, read
+STAGE = {gz.BIG_HDR_SEND: 1, gz.BIG_HDR_READ: 2, gz.DRAIN_POST: 3, gz.DRAIN_WAIT: 3,
+         gz.BIG_BEGIN: 3, gz.BIG_POST: 4, gz.BIG_BAR_SEND: 4, gz.BIG_BAR_READ: 5,
+         gz.BIG_XFER: 6}
+
+
+def _w64(x: z3.BitVecRef) -> z3.BitVecRef:
+    return gz.z64(x)
+
+
+def _chains(prm: Params, n: z3.BitVecRef) -> z3.BitVecRef:
+    """Posts of at most chain_max work requests each that n work requests took (n < 2^24):
+    a shift where chain_max is a power of two, as it is in ds4 (cheaper to bit-blast)."""
+    cm = z3.simplify(prm["chain_max"])
+    up = n + (cm - 1)
+    if z3.is_bv_value(cm) and cm.as_long() & (cm.as_long() - 1) == 0:
+        return _w64(z3.LShR(up, cm.as_long().bit_length() - 1))
+    return _w64(z3.UDiv(up, cm))
+
+
+def own_steps(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    ph = s[f"ph{r}"]
+    stage = z3.BitVecVal(0, 64)
+    for code, k in STAGE.items():
+        stage = z3.If(ph == code, z3.BitVecVal(k, 64), stage)
+    posted = gz.ph_in(s, r, gz.BIG_POST, gz.BIG_BAR_SEND, gz.BIG_BAR_READ, gz.BIG_XFER)
+    zero = z3.BitVecVal(0, 64)
+    return z3.If(ph == gz.INIT, zero,
+                 1 + stage + z3.If(posted, _chains(prm, s[f"BP{r}"]), zero)
+                 + z3.If(ph == gz.BIG_XFER, _chains(prm, s[f"BS{r}"]), zero))
+
+
+def potential_terms(s: State, prm: Params) -> list[z3.BitVecRef]:
+    """The potential's summands (64 bits, each below 2^33)."""
+    terms = [z3.If(s["dropped"], z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))]
+    for r in (0, 1):
+        # the rank's own steps; the big chunks transmitted from its window's sends, and those
+        # landed in its window
+        terms += [own_steps(s, prm, r), _w64(s[f"BS{r}"]) - _w64(s[f"SQB{r}"]),
+                  _w64(s[f"BL{r}"])]
+    return terms
+
+
+def potential(s: State, prm: Params) -> z3.BitVecRef:
+    return sum(potential_terms(s, prm), z3.BitVecVal(0, 64))
+
+
+def rise(before: Sequence[z3.BitVecRef], after: Sequence[z3.BitVecRef]) -> z3.BitVecRef:
+    """How much a step raises the potential (signed), summing only the summands it changes:
+    a solver does not have to see equal summands cancel out of two long sums."""
+    return sum((b - a for a, b in zip(before, after, strict=True) if not z3.eq(a, b)),
+               z3.BitVecVal(0, 64))
+
+
+def _sends_counted(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """A window's sends still queued are among those it posted."""
+    return z3.ULE(s[f"SQB{r}"], s[f"BS{r}"])
+
+
+def _mismatch_unpassed(s: State, prm: Params, r: int) -> z3.BoolRef:
+    """While a rank is in a mismatched big gate, the peer has not finished it (that would
+    have completed a window of it: the run ends there)."""
+    p = 1 - r
+    return z3.Implies(z3.And(gz.eph_in(s, r, *gz.BIG_OP), mismatched(prm, s[f"K{r}"])),
+                      s[f"OP{p}"] != s[f"OP{r}"] + 1)
+
+
+def _until_end(f: Callable[[State, Params], z3.BoolRef]) -> Callable[[State, Params], z3.BoolRef]:
+    """A fact of every state before the run ends (the last state may break it)."""
+    return lambda s, prm: z3.Or(run_ends(s, prm), f(s, prm))
+
+
+# the model's properties (but the one the runs end on) and strengthening invariants, and this
+# proof's own, each claimed of every state before the run ends
+FACTS: dict[str, Callable[[State, Params], z3.BoolRef]] = {
+    **{n: f for n, f in gz.PROPERTIES.items() if n != "no_silent_drop"},
+    **gz.LEMMAS,
+    "sends_counted": gz.both(_sends_counted),
+    "mismatch_unpassed": gz.both(_mismatch_unpassed),
+}
+LEMMAS = {n: _until_end(f) for n, f in FACTS.items()}
+
+
+def fault_free(prm: Params) -> z3.BoolRef:
+    return z3.And(gz.domain(prm), z3.Not(prm["FAULTS"]))
+
+
+def _live(s: State, prm: Params) -> z3.BoolRef:
+    return z3.Not(run_ends(s, prm))
+
+
+def invariants(prm: Params, chunks: int, solvers: Solvers,
+               progress: Callable[[str], None] | None = None) -> list[str]:
+    """The largest subset of LEMMAS inductive on the runs up to their end (Houdini)."""
+    keep = list(LEMMAS)
+    while True:
+        obs = gz.induction(prm, fault_free, keep, (chunks,), (0, 1), False, solvers,
+                           table=LEMMAS, live=_live)
+        bad = [o for o in obs if o.verdict != "proved"]
+        for o in bad:
+            if progress:
+                progress(f"{o.name}: not inductive here, dropped")
+        if not bad:
+            return keep
+        keep = [n for n in keep if n not in {o.name for o in bad}]
+
+
+def potential_steps(prm: Params, keep: Sequence[str], chunks: int, steps: int,
+                    solvers: Solvers) -> list[str]:
+    """The initial state's potential is 0; a step between states before the end raises it by
+    at most 1; a step into a state the run ends in starts from potential >= steps - 1. What
+    fails (the step and its counterexample)."""
+    s, ch = gz.fresh_state("s"), gz.fresh_choice("s")
+    q = {**prm, "C": z3.BitVecVal(chunks, 64)}
+    # the pre-state is before the end, where the facts hold as they are: each conjunct apart,
+    # so that a query can take only those over the variables it asks about
+    facts = [(c, gz._consts(c)) for n in keep for c in gz._conjuncts(FACTS[n](s, q))]
+    terms = potential_terms(s, q)
+    phi = sum(terms, z3.BitVecVal(0, 64))
+    ends = run_ends(s, q)
+    asks: dict[tuple, tuple[list[z3.BoolRef], z3.BoolRef]] = {
+        ("initial",): ([gz.initial(s)], phi != 0)}
+    for a in gz.ACTIONS:
+        for r in (0, 1):
+            m = gz.action_move(a, r, s, q, ch)
+            moved = [(s[k], v) for k, v in m.updates.items() if not z3.eq(v, s[k])]
+            after = [z3.simplify(z3.substitute(x, *moved)) if moved else x for x in terms]
+            ends_after = z3.substitute(ends, *moved) if moved else ends
+            ok = z3.If(ends_after, z3.UGE(phi + 1, steps),
+                       rise([z3.simplify(x) for x in terms], after) <= 1)
+            asks[(a, r)] = ([z3.Not(ends), m.guard], z3.Not(ok))
+    # first with the facts over the variables the step and the goal mention, then (for what
+    # that did not settle) with all of them
+    for narrow in (True, False):
+        keys = list(asks)
+        queries = []
+        for k in keys:
+            hyp, goal = asks[k]
+            used = set().union(*(gz._consts(x) for x in (*hyp, goal)))
+            taken = [c for c, names in facts if not narrow or names & used]
+            queries.append(query(k, fault_free(q), *taken, *hyp, goal))
+        answers = solvers.run(queries)
+        asks = {a.key: asks[a.key] for a in answers if a.result != "unsat"}
+        if not asks:
+            return []
+    return [f"{'/'.join(map(str, a.key))}: {a.result} {_show(a.model)}" for a in answers
+            if a.result != "unsat"]
+
+
+def _show(model: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(model.items()) if "@s" in k)[:1500]
+
+
+@dataclass(frozen=True)
+class Bound:
+    proved: tuple[int, ...]     # lengths L asked about with: no dropping run is shorter
+    failed: dict[int, str]      # the others: the step that fails, with its counterexample
+    invariants: int             # strengthening invariants the induction kept
+    seconds: float
+
+
+def lower_bound(values: Mapping[str, Any], variants: Sequence[str], lengths: Sequence[int],
+                progress: Callable[[str], None] | None = None) -> Bound:
+    """For each length L, whether every fault-free run of the model that drops a message has
+    at least L steps (at these parameters, for every workload)."""
+    from verbspec.spec.gate_system import build
+
+    t0 = time.perf_counter()
+    cfg = build(values, variants).params
+    prm = {**gz.param_terms(gz.params_of(cfg, variants)), "OPS": z3.BitVec("OPS", 64),
+           "FAULTS": z3.BoolVal(False)}
+    failed: dict[int, str] = {}
+    with Solvers() as pool:
+        keep = invariants(prm, cfg.chunks, pool, progress)
+        for n in lengths:
+            bad = potential_steps(prm, keep, cfg.chunks, n, pool)
+            if bad:
+                failed[n] = "; ".join(bad)
+    return Bound(tuple(n for n in lengths if n not in failed), failed, len(keep),
+                 time.perf_counter() - t0)
+
+
+def shortest_run(values: Mapping[str, Any], variants: Sequence[str], invariant: str,
+                 steps: int) -> str | None:
+    """Why no fault-free run that breaks ``invariant`` has fewer than ``steps`` steps, where
+    this proof applies (no_silent_drop under depth-mismatch, over UC without wire loss) and
+    goes through; else None."""
+    from verbspec.spec.gate_system import build
+
+    cfg = build(values, variants).params
+    if (invariant != "no_silent_drop" or "depth-mismatch" not in variants
+            or cfg.qp_type != "uc" or cfg.wire_loss):
+        return None
+    b = lower_bound(values, variants, [steps])
+    if not b.proved:
+        return None
+    return (f"no fault-free run that drops a message is shorter (z3 induction on the model, "
+            f"proofs/gate_bound.py: a potential 0 initially, raised by at most 1 a step, at "
+            f"least {steps - 1} before any drop; {b.invariants} strengthening invariants, "
+            f"{b.seconds:.0f} s)")
