@@ -1149,8 +1149,8 @@ def _big_window_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
 def _big_chunks_aligned(s: State, prm: Params, r: int) -> z3.BoolRef:
     """r's big chunks in flight belong to the window the peer has posted and waits in: the
     same big gate, the next chunk the peer's receives expect, no more than it posted. The
-    ranks' windows are the same size (with depth-mismatch, in a big gate no larger than the
-    smaller window; in a larger one, a rank with the larger window sends past the peer's)."""
+    ranks' windows are the same size (not claimed with depth-mismatch, where in a big gate
+    larger than the smaller window the rank with the larger one sends past the peer's)."""
     p = 1 - r
     flying = big_in_flight(s, r)
     same_win = z3.And(s[f"BNO{p}"] == s[f"BNO{r}"], s[f"BB{p}"] == s[f"BB{r}"])
