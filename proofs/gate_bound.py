@@ -58,18 +58,14 @@ STAGE = {gz.BIG_HDR_SEND: 1, gz.BIG_HDR_READ: 2, gz.DRAIN_POST: 3, gz.DRAIN_WAIT
          gz.BIG_XFER: 6}
 
 
-def _w64(x: z3.BitVecRef) -> z3.BitVecRef:
-    return gz.z64(x)
-
-
 def _chains(prm: Params, n: z3.BitVecRef) -> z3.BitVecRef:
     """Posts of at most chain_max work requests each that n work requests took (n < 2^24):
     a shift where chain_max is a power of two, as it is in ds4 (cheaper to bit-blast)."""
     cm = z3.simplify(prm["chain_max"])
     up = n + (cm - 1)
     if z3.is_bv_value(cm) and cm.as_long() & (cm.as_long() - 1) == 0:
-        return _w64(z3.LShR(up, cm.as_long().bit_length() - 1))
-    return _w64(z3.UDiv(up, cm))
+        return gz.z64(z3.LShR(up, cm.as_long().bit_length() - 1))
+    return gz.z64(z3.UDiv(up, cm))
 
 
 def own_steps(s: State, prm: Params, r: int) -> z3.BitVecRef:
@@ -90,13 +86,9 @@ def potential_terms(s: State, prm: Params) -> list[z3.BitVecRef]:
     for r in (0, 1):
         # the rank's own steps; the big chunks transmitted from its window's sends, and those
         # landed in its window
-        terms += [own_steps(s, prm, r), _w64(s[f"BS{r}"]) - _w64(s[f"SQB{r}"]),
-                  _w64(s[f"BL{r}"])]
+        terms += [own_steps(s, prm, r), gz.z64(s[f"BS{r}"]) - gz.z64(s[f"SQB{r}"]),
+                  gz.z64(s[f"BL{r}"])]
     return terms
-
-
-def potential(s: State, prm: Params) -> z3.BitVecRef:
-    return sum(potential_terms(s, prm), z3.BitVecVal(0, 64))
 
 
 def rise(before: Sequence[z3.BitVecRef], after: Sequence[z3.BitVecRef]) -> z3.BitVecRef:
@@ -168,7 +160,7 @@ def potential_steps(prm: Params, keep: Sequence[str], chunks: int, steps: int,
     # the pre-state is before the end, where the facts hold as they are: each conjunct apart,
     # so that a query can take only those over the variables it asks about
     facts = [(c, gz._consts(c)) for n in keep for c in gz._conjuncts(FACTS[n](s, q))]
-    terms = potential_terms(s, q)
+    terms = [z3.simplify(x) for x in potential_terms(s, q)]
     phi = sum(terms, z3.BitVecVal(0, 64))
     ends = run_ends(s, q)
     asks: dict[tuple, tuple[list[z3.BoolRef], z3.BoolRef]] = {
@@ -180,7 +172,7 @@ def potential_steps(prm: Params, keep: Sequence[str], chunks: int, steps: int,
             after = [z3.simplify(z3.substitute(x, *moved)) if moved else x for x in terms]
             ends_after = z3.substitute(ends, *moved) if moved else ends
             ok = z3.If(ends_after, z3.UGE(phi + 1, steps),
-                       rise([z3.simplify(x) for x in terms], after) <= 1)
+                       rise(terms, after) <= 1)
             asks[(a, r)] = ([z3.Not(ends), m.guard], z3.Not(ok))
     # first with the facts over the variables the step and the goal mention, then (for what
     # that did not settle) with all of them
@@ -212,21 +204,28 @@ class Bound:
     seconds: float
 
 
+def model_params(values: Mapping[str, Any], variants: Sequence[str]) -> tuple[Params, int]:
+    """The model's parameters for these values, fault-free and with the workload symbolic;
+    and the chunks per gate."""
+    from verbspec.spec.gate_system import build
+
+    cfg = build(values, variants).params
+    prm = {**gz.param_terms(gz.params_of(cfg, variants)), "OPS": z3.BitVec("OPS", 64),
+           "FAULTS": z3.BoolVal(False)}
+    return prm, cfg.chunks
+
+
 def lower_bound(values: Mapping[str, Any], variants: Sequence[str], lengths: Sequence[int],
                 progress: Callable[[str], None] | None = None) -> Bound:
     """For each length L, whether every fault-free run of the model that drops a message has
     at least L steps (at these parameters, for every workload)."""
-    from verbspec.spec.gate_system import build
-
     t0 = time.perf_counter()
-    cfg = build(values, variants).params
-    prm = {**gz.param_terms(gz.params_of(cfg, variants)), "OPS": z3.BitVec("OPS", 64),
-           "FAULTS": z3.BoolVal(False)}
+    prm, chunks = model_params(values, variants)
     failed: dict[int, str] = {}
     with Solvers() as pool:
-        keep = invariants(prm, cfg.chunks, pool, progress)
+        keep = invariants(prm, chunks, pool, progress)
         for n in lengths:
-            bad = potential_steps(prm, keep, cfg.chunks, n, pool)
+            bad = potential_steps(prm, keep, chunks, n, pool)
             if bad:
                 failed[n] = "; ".join(bad)
     return Bound(tuple(n for n in lengths if n not in failed), failed, len(keep),

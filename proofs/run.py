@@ -257,12 +257,13 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
     bounds.append(f"fault-free random walks (seed {seed}): walk {wr.walks} broke "
                   f"{wr.violation.invariant} after {wr.walked} steps")
     steps = len(wr.violation.trace) - 1
-    if opts.progress and shortest is not None and opts.shortest_proof:
-        opts.progress(f"bmc: is the {steps}-step trace a shortest fault-free run?")
-    t0 = time.perf_counter()
-    proof = (shortest(wr.violation.invariant, steps)
-             if shortest is not None and opts.shortest_proof else None)
-    seconds += time.perf_counter() - t0
+    proof = None
+    if shortest is not None and opts.shortest_proof:
+        if opts.progress:
+            opts.progress(f"bmc: is the {steps}-step trace a shortest fault-free run?")
+        t0 = time.perf_counter()
+        proof = shortest(wr.violation.invariant, steps)
+        seconds += time.perf_counter() - t0
     return _results(system, "bmc", "; ".join(bounds), seconds, wr.violation, opts, variants,
                     _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out], proof))
 

@@ -10,17 +10,9 @@ import z3
 from verbspec.proofs import gate_bound as gb
 from verbspec.proofs import gate_z3 as gz
 from verbspec.proofs.solving import Solvers
-from verbspec.spec.gate_system import build
 
 SMALL = {"window": 2, "vec_bytes": 16384, "chain_max": 4}
 SHORTEST = 18 + 2 * (4 + 1)     # breadth-first search's shortest dropping run at SMALL
-
-
-def _params(values: dict) -> tuple[gz.Params, int]:
-    cfg = build(values, ["depth-mismatch"]).params
-    prm = {**gz.param_terms(gz.params_of(cfg, ["depth-mismatch"])),
-           "OPS": z3.BitVec("OPS", 64), "FAULTS": z3.BoolVal(False)}
-    return prm, cfg.chunks
 
 
 def test_the_bound_is_the_shortest_run_breadth_first_search_finds():
@@ -34,7 +26,7 @@ def test_the_bound_is_the_shortest_run_breadth_first_search_finds():
 def test_a_potential_that_a_step_raises_by_two_is_caught(monkeypatch):
     # reading the barrier byte counted as two steps: the induction must refuse it
     monkeypatch.setitem(gb.STAGE, gz.BIG_XFER, gb.STAGE[gz.BIG_XFER] + 1)
-    prm, chunks = _params(SMALL)
+    prm, chunks = gb.model_params(SMALL, ["depth-mismatch"])
     with Solvers() as pool:
         bad = gb.potential_steps(prm, list(gb.LEMMAS), chunks, SHORTEST, pool)
     assert bad and all(b.startswith("big_barrier_read/") for b in bad), bad
@@ -47,7 +39,7 @@ def test_the_proof_applies_only_to_drops_under_depth_mismatch():
 
 
 def test_runs_end_at_a_drop_or_at_a_completed_mismatched_window():
-    prm, _ = _params({})
+    prm, _ = gb.model_params({}, ["depth-mismatch"])
     s = gz.fresh_state("s")
     ends = gb.run_ends(s, prm)
     quiet = [(v, z3.BoolVal(False) if z3.is_bool(v) else z3.BitVecVal(0, v.size()))
