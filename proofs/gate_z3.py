@@ -1739,7 +1739,8 @@ def _steps(x: z3.BitVecRef, v: z3.ExprRef, path: tuple = ()
         if rest is None or x.decl().name() in _consts(y):
             return None
         sign = 1 if kind == z3.Z3_OP_BADD else -1
-        step = z3.BitVecVal(sign * y.as_long(), 64) if z3.is_bv_value(y) else sign * z64(y)
+        k = z3.simplify(y)      # a constant may come as a term (send queue + C: Extract of C)
+        step = z3.BitVecVal(sign * k.as_long(), 64) if z3.is_bv_value(k) else sign * z64(y)
         return [*rest, (step, path)]
     if kind == z3.Z3_OP_ITE:
         c = v.arg(0)
@@ -1753,15 +1754,16 @@ def _delta(steps: list[tuple[z3.BitVecRef, tuple]]) -> z3.BitVecRef:
     """The sum of the steps taken. A constant step on a path is the constant times the
     path's 0/1 indicator, so two counters stepped on the same path cancel in a sum."""
     one, zero = z3.BitVecVal(1, 64), z3.BitVecVal(0, 64)
-    d = zero
+    terms = []
     for step, path in steps:
-        if not path:
-            d = d + step
+        on = z3.And(*path) if len(path) > 1 else path[0] if path else None
+        if on is None:
+            terms.append(step)
         elif z3.is_bv_value(step):
-            d = d + step * z3.If(z3.And(*path), one, zero)
+            terms.append(step * z3.If(on, one, zero))
         else:
-            d = d + z3.If(z3.And(*path), step, zero)
-    return d
+            terms.append(z3.If(on, step, zero))
+    return sum(terms[1:], terms[0])
 
 
 Widened = tuple[z3.BitVecRef, z3.BitVecRef, z3.BoolRef]

@@ -264,3 +264,40 @@ def test_a_model_that_forgets_uc_drops_is_caught(monkeypatch):
         if found:
             break
     assert found and "deliver" in found[0]
+
+
+def _valid(claim: z3.BoolRef) -> bool:
+    solver = z3.Solver()
+    solver.add(z3.Not(claim))
+    return solver.check() == z3.unsat
+
+
+def test_widened_post_states_imply_the_real_ones_and_cancel_a_moved_count():
+    # one count moves from x to y on path c (transmit: send queue to wire); z drops by k
+    x, y, z, k = (z3.BitVec(n, 32) for n in "xyzk")
+    c, total = z3.Bool("c"), z3.BitVec("total", 64)
+    moved = [(x, z3.If(c, x - 1, x)), (y, z3.If(c, y + 1, y)), (z, z - k)]
+    wide = gz._widened(moved)
+    assert [str(w[0]) for w in wide] == [str(gz.z64(v)) for v in (x, y, z)]
+    # what the guard and invariants would give: no step wraps
+    no_wrap = z3.And(z3.Implies(c, x != 0), z3.Implies(c, y != 0xFFFFFFFF), z3.ULE(k, z))
+    conserved = gz.z64(x) + gz.z64(y) == total
+    for claim in (conserved, z3.ULE(gz.z64(z), gz.z64(x)), gz.z64(y) != 0):
+        widened, real = gz._post(claim, moved, wide), z3.substitute(claim, *moved)
+        assert _valid(z3.Implies(widened, real))      # never shows a false post-state
+        assert _valid(z3.Implies(z3.And(no_wrap, real), widened))    # loses nothing
+    # where x wraps the widened post-state fails (inconclusive), though the real one holds
+    widened = gz._post(conserved, moved, wide)
+    assert not _valid(z3.Implies(z3.substitute(conserved, *moved), widened))
+    # the two steps cancel: what is left to show is the pre-state's sum
+    post = widened.arg(widened.num_args() - 1)
+    assert z3.eq(z3.simplify(post, som=True), z3.simplify(conserved, som=True))
+
+
+def test_wrapping_tags_self_cancelling_and_constant_steps_stay_narrow():
+    tag, x, w = z3.BitVec("tag", 8), z3.BitVec("x", 32), z3.BitVec("w", 32)
+    c = z3.Bool("c")
+    assert gz._widened([(tag, z3.If(c, tag + 1, tag))]) == []     # 8-bit tags wrap by design
+    assert gz._widened([(x, x + (w - x))]) == []                   # cancels in 32 bits
+    assert gz._widened([(x, x + 2)]) == []                         # every path, one constant
+    assert len(gz._widened([(x, z3.If(c, x + 2, x))])) == 1
