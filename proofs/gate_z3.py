@@ -1724,7 +1724,7 @@ def _quiet_sub(s: State, quiet: bool, names: Iterable[str]
 # simplifier (x may be 0), so a step that moves one count from a counter to another (transmit:
 # send queue to wire) leaves two adders for the SAT solver to show equal. Written as z64(x)
 # plus the step, with "the step does not wrap" among what the query shows, the two steps
-# cancel before bit-blasting (at the defaults: transmit's shared query 13 s to 6 s).
+# cancel before bit-blasting (at the defaults: transmit's shared query 13.4 s to 5.5 s).
 
 def _steps(x: z3.BitVecRef, v: z3.ExprRef, path: tuple = ()
            ) -> list[tuple[z3.BitVecRef, tuple]] | None:
@@ -1788,8 +1788,9 @@ def _widened(moved: list[tuple[z3.ExprRef, z3.ExprRef]]) -> list[Widened]:
 
 def _post(p: z3.BoolRef, moved: list[tuple[z3.ExprRef, z3.ExprRef]],
           wide: list[Widened]) -> z3.BoolRef:
-    """Conjunct p in the post-state, the counters it widens written as widened, with their
-    no-wrap claims (one substitution: a lifted term keeps its pre-state x)."""
+    """Conjunct p in the post-state: each widened counter p mentions stands as its lifted
+    term, whose no-wrap claim joins p. One substitution, so a lifted term keeps its
+    pre-state x."""
     used = [w for w in wide if not z3.eq(z3.substitute(p, (w[0], w[1])), p)]
     post = z3.substitute(p, *[(ext, lifted) for ext, lifted, _ in used], *moved)
     return z3.And(*[side for _, _, side in used], post)
@@ -1812,9 +1813,10 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     x/C into shifts); ``ranks`` limits the moving rank (see :func:`rank_symmetric`). The
     post-state is the move's effect substituted into the invariant's conjuncts; a conjunct
     over variables the move leaves alone is unchanged, so it is its own hypothesis and stays
-    out of the goal (an invariant the move leaves alone needs no query at all). Each property
-    gets a query of its own; the strengthening invariants share one (but for SPLIT_ACTIONS),
-    asked again one by one if it fails, to find which."""
+    out of the goal (an invariant the move leaves alone needs no query at all). A 32-bit
+    counter the move steps is widened there (see :func:`_post`). Each property gets a query
+    of its own; the strengthening invariants share one (but for SPLIT_ACTIONS), asked again
+    one by one if it fails, to find which."""
     table = table or ALL_INVARIANTS
     shared = LEMMAS if table is ALL_INVARIANTS else table
     names = list(names or table)
