@@ -1738,10 +1738,11 @@ def _steps(x: z3.BitVecRef, v: z3.ExprRef, path: tuple = ()
         # x + (w - x) cancels in 32 bits already (big_send's sent + its sub-batch)
         if rest is None or x.decl().name() in _consts(y):
             return None
-        sign = 1 if kind == z3.Z3_OP_BADD else -1
         k = z3.simplify(y)      # a constant may come as a term (send queue + C: Extract of C)
-        step = z3.BitVecVal(sign * k.as_long(), 64) if z3.is_bv_value(k) else sign * z64(y)
-        return [*rest, (step, path)]
+        sign = 1 if kind == z3.Z3_OP_BADD else -1
+        if z3.is_bv_value(k):
+            return [*rest, (z3.BitVecVal(sign * k.as_long(), 64), path)]
+        return [*rest, (z64(y) if sign > 0 else -z64(y), path)]
     if kind == z3.Z3_OP_ITE:
         c = v.arg(0)
         a, b = _steps(x, v.arg(1), (*path, c)), _steps(x, v.arg(2), (*path, z3.Not(c)))
@@ -1756,13 +1757,12 @@ def _delta(steps: list[tuple[z3.BitVecRef, tuple]]) -> z3.BitVecRef:
     one, zero = z3.BitVecVal(1, 64), z3.BitVecVal(0, 64)
     terms = []
     for step, path in steps:
-        on = z3.And(*path) if len(path) > 1 else path[0] if path else None
-        if on is None:
+        if not path:
             terms.append(step)
-        elif z3.is_bv_value(step):
-            terms.append(step * z3.If(on, one, zero))
-        else:
-            terms.append(z3.If(on, step, zero))
+            continue
+        on = z3.And(*path) if len(path) > 1 else path[0]
+        terms.append(step * z3.If(on, one, zero) if z3.is_bv_value(step)
+                     else z3.If(on, step, zero))
     return sum(terms[1:], terms[0])
 
 
