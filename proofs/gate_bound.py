@@ -207,7 +207,7 @@ class Bound:
 def model_params(values: Mapping[str, Any], variants: Sequence[str]) -> tuple[Params, int]:
     """The model's parameters for these values, fault-free and with the workload symbolic;
     and the chunks per gate."""
-    from verbspec.spec.gate_system import build
+    from verbspec.spec.gate.system import build
 
     cfg = build(values, variants).params
     prm = {**gz.param_terms(gz.params_of(cfg, variants)), "OPS": z3.BitVec("OPS", 64),
@@ -237,7 +237,7 @@ def shortest_run(values: Mapping[str, Any], variants: Sequence[str], invariant: 
     """Why no fault-free run that breaks ``invariant`` has fewer than ``steps`` steps, where
     this proof applies (no_silent_drop under depth-mismatch, over UC without wire loss) and
     goes through; else None."""
-    from verbspec.spec.gate_system import build
+    from verbspec.spec.gate.system import build
 
     cfg = build(values, variants).params
     if (invariant != "no_silent_drop" or "depth-mismatch" not in variants

@@ -11,9 +11,10 @@ leftovers, spurious timeouts, refused bad calls and a rank giving up on a dead p
 and RC are outside. All nine invariants of the gate system are proved, no_deadlock as a
 consequence of the inductive invariant.
 
-The model is a counter abstraction of :mod:`verbspec.spec.gate`. Per rank r (peer p) it keeps the
-protocol's own variables at their real widths (``recv_done``, ``last_gate_seq``, the gate in
-progress, big_no: 64 bits; ``send_outstanding`` and the big-gate and drain counters: 32 bits;
+The model is a counter abstraction of :mod:`verbspec.spec.gate.steps`. Per rank r (peer p) it
+keeps the protocol's own variables at their real widths (``recv_done``, ``last_gate_seq``, the
+gate in progress, big_no: 64 bits; ``send_outstanding`` and the big-gate and drain counters:
+32 bits;
 the barrier tag: 8 bits) and, for the fabric, counts instead of queues: per kind of message
 (gate chunk, dummy, big chunk) the send WRs not yet transmitted, the messages on the wire, the
 unreaped send and receive completions; the posted gate and staging receives; the TCP items in
@@ -46,10 +47,10 @@ import z3
 
 from verbspec.proofs.report import Result, trace_name
 from verbspec.proofs.solving import Solvers, query
-from verbspec.spec import gate_state as gs
 from verbspec.spec.fabric import ST_OK
-from verbspec.spec.gate_params import GateConfig
-from verbspec.spec.gate_state import GateState
+from verbspec.spec.gate import state as gs
+from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.state import GateState
 from verbspec.spec.lts import Trace
 
 POLL_BATCH = 16
@@ -2078,7 +2079,7 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
     breaks it, every step checked against the model: 'violated' (with the ITF trace) when one
     exists, otherwise 'inconclusive' with the counterexample to induction. A configuration
     outside the model's scope is 'inconclusive' throughout, saying why."""
-    from verbspec.spec.gate_system import INVARIANTS, build
+    from verbspec.spec.gate.system import INVARIANTS, build
 
     system = build(values, variants)
     cfg = system.params
@@ -2159,7 +2160,7 @@ def spec_counterexample(values: Mapping[str, Any], prop: str, variants: Sequence
     faults=1, among runs of at most ``max_faults`` fault actions, if given), and whether the
     model admits every step of it."""
     from verbspec.proofs.search import bounded_search
-    from verbspec.spec.gate_system import build
+    from verbspec.spec.gate.system import build
 
     system = build(values, variants)
     res = bounded_search(system, depth=depth, target=prop, faults=bool(system.params.faults),
@@ -2194,7 +2195,7 @@ def region_table(*, window_max: int | None = 256,
     every step checked against the model; and the model's own BMC, to the last rung where the
     spec's run is short enough for it (the model's run replayed on the spec), else to the first
     (the model has no shorter run either)."""
-    from verbspec.spec.gate_system import build
+    from verbspec.spec.gate.system import build
 
     # the region is decode-only and the base protocol
     prm = {**fresh_params(), "BIG": z3.BoolVal(False), "depth_mismatch": z3.BoolVal(False)}

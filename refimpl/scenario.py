@@ -31,9 +31,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from verbspec.spec import tagmatch as tm
-from verbspec.spec import tagmatch_offload as off
-from verbspec.spec.tagmatch_engine import FastEngine
+from verbspec.spec.tagmatch import lists as tm
+from verbspec.spec.tagmatch import offload as off
+from verbspec.spec.tagmatch.engine import FastEngine
 
 EXIT_OK, EXIT_INPUT = 0, 3
 DEFAULT_EAGER_LIMIT = 8192

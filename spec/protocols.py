@@ -12,8 +12,8 @@ import importlib
 from types import ModuleType
 
 MODULES = {
-    "gate": "verbspec.spec.gate_system",
-    "tagmatch": "verbspec.spec.tagmatch_system",
+    "gate": "verbspec.spec.gate.system",
+    "tagmatch": "verbspec.spec.tagmatch.system",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from verbspec.proofs.explore import explore
 from verbspec.proofs.search import bounded_search
-from verbspec.spec.gate_system import build
+from verbspec.spec.gate.system import build
 from verbspec.spec.itf import decode, encode, read_moves, trace_to_itf, write_trace
 from verbspec.spec.lts import Action, Invariant, InvariantViolation, replay
 

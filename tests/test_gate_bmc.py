@@ -13,8 +13,8 @@ import pytest
 
 from verbspec.proofs.run import Options, run_bmc, run_method
 from verbspec.refimpl.cli import main
-from verbspec.spec import gate_system
-from verbspec.spec.gate_system import BMC_DEPTH, BMC_WALK_DEPTH, VARIANTS, build
+from verbspec.spec.gate import system as gate_system
+from verbspec.spec.gate.system import BMC_DEPTH, BMC_WALK_DEPTH, VARIANTS, build
 from verbspec.spec.itf import read_moves
 from verbspec.spec.lts import Action, Invariant
 
@@ -125,7 +125,7 @@ def test_phases_follow_the_bounds(tmp_path):
 
 
 def test_a_protocol_without_a_fault_free_depth_gets_one_phase(tmp_path):
-    from verbspec.spec import tagmatch_system
+    from verbspec.spec.tagmatch import system as tagmatch_system
 
     opts = Options(depth=6, trace_dir=tmp_path)
     results = run_method(tagmatch_system, "bmc", {}, (), opts)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from verbspec.refimpl.cli import main
-from verbspec.spec.gate_system import INVARIANTS, VARIANTS
+from verbspec.spec.gate.system import INVARIANTS, VARIANTS
 from verbspec.spec.itf import read_moves
 
 # what each variant may break (the first invariant a reduced trace shows)

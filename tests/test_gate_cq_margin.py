@@ -18,8 +18,8 @@ import pytest
 
 from verbspec.proofs.run import Options, run_bmc, run_method
 from verbspec.refimpl.cli import main
-from verbspec.spec import gate_system
-from verbspec.spec.gate_system import BMC_DEPTH, BMC_FAULT_FREE_DEPTH, FAULT_ACTIONS, build
+from verbspec.spec.gate import system as gate_system
+from verbspec.spec.gate.system import BMC_DEPTH, BMC_FAULT_FREE_DEPTH, FAULT_ACTIONS, build
 from verbspec.spec.itf import read_moves, write_trace
 from verbspec.spec.lts import InvariantViolation, replay
 

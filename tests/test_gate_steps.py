@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from verbspec.spec.fabric import TAG_BULK, TAG_WARM
-from verbspec.spec.gate_state import WRView
-from verbspec.spec.gate_system import build
+from verbspec.spec.gate.state import WRView
+from verbspec.spec.gate.system import build
 from verbspec.spec.lts import InvariantViolation, replay
 
 
@@ -223,7 +223,7 @@ def test_every_step_observes_both_ranks_abstract_state_after_it():
     """The conformance contract: each observation ends with the views an implementation must
     agree on, taken from the state the step produced."""
     from verbspec.proofs.explore import explore
-    from verbspec.spec.gate_state import view
+    from verbspec.spec.gate.state import view
 
     res = explore(build({}, ["depth-mismatch"]), examples=100, steps=400,
                   variants=["depth-mismatch"])

@@ -11,7 +11,7 @@ import z3
 
 from verbspec.proofs import gate_z3 as gz
 from verbspec.refimpl.cli import main
-from verbspec.spec.gate_system import INVARIANTS, build
+from verbspec.spec.gate.system import INVARIANTS, build
 
 # parameter points the random runs draw from: the defaults, one-chunk vectors, small windows,
 # and points outside the region whose runs end in a violation the model must agree on

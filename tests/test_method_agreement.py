@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from verbspec.proofs.run import METHODS, Options, run_method
-from verbspec.spec import gate_system
-from verbspec.spec.gate_system import VARIANTS
+from verbspec.spec.gate import system as gate_system
+from verbspec.spec.gate.system import VARIANTS
 
 DECODE = {"faults": 0, "big_gates": 0, "window": 4, "ops": 6}
 # (variants, the invariant each method must find broken, or None for "nothing broken")

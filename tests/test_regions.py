@@ -7,7 +7,7 @@ import json
 
 from verbspec.proofs import gate_z3 as gz
 from verbspec.refimpl.cli import main
-from verbspec.spec.gate_system import INVARIANTS
+from verbspec.spec.gate.system import INVARIANTS
 
 
 def test_the_region_table_proves_the_region_and_refutes_each_condition(tmp_path, capsys):

@@ -19,8 +19,9 @@ from verbspec.refimpl.render import (
     trace_main,
     validate,
 )
-from verbspec.spec import gate_system, tagmatch_system
+from verbspec.spec.gate import system as gate_system
 from verbspec.spec.itf import TraceFormatError, decode, write_trace
+from verbspec.spec.tagmatch import system as tagmatch_system
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verbspec.spec import tagmatch as tm
-from verbspec.spec.tagmatch import ANY, Engine, Msg, Recv
-from verbspec.spec.tagmatch_engine import FastEngine
+from verbspec.spec.tagmatch import lists as tm
+from verbspec.spec.tagmatch.engine import FastEngine
+from verbspec.spec.tagmatch.lists import ANY, Engine, Msg, Recv
 
 
 def R(rid, src=ANY, tag=ANY, comm=0, nbytes=8):

@@ -8,10 +8,10 @@ import pytest
 from verbspec.proofs.explore import explore
 from verbspec.proofs.search import bounded_search
 from verbspec.spec import protocols
-from verbspec.spec import tagmatch_system as ts
 from verbspec.spec.itf import read_moves, write_trace
 from verbspec.spec.lts import InvariantViolation, replay
 from verbspec.spec.params import ParamError
+from verbspec.spec.tagmatch import system as ts
 
 # variant -> (invariant it breaks, shortest trace length under the default parameters)
 BREAKS = {

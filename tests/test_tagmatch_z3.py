@@ -7,8 +7,8 @@ import random
 
 import z3
 
-from verbspec.spec import tagmatch as tm
-from verbspec.spec import tagmatch_z3 as tz
+from verbspec.proofs.tagmatch import lemma as tz
+from verbspec.spec.tagmatch import lists as tm
 
 
 def test_no_matching_pair_is_inductive():

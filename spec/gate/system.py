@@ -11,18 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from verbspec.spec.actions import action_names
 from verbspec.spec.fabric import completes, new_fabric
-from verbspec.spec.gate import DOCUMENTED_ERRORS, GateSpec
-from verbspec.spec.gate_params import PARAMS, GateConfig, make_config
-from verbspec.spec.gate_state import (
+from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
+from verbspec.spec.gate.state import (
     BIG_PHASES,
     FAILED,
     IDLE,
-    REAP_PHASES,
     GateState,
     Rank,
 )
-from verbspec.spec.lts import Action, Invariant
+from verbspec.spec.gate.steps import DOCUMENTED_ERRORS, GateSpec
+from verbspec.spec.lts import Invariant
 from verbspec.spec.params import Variant, check_values, check_variants
 
 PROTOCOL = "gate"
@@ -96,40 +96,7 @@ INVARIANT_DOCS: dict[str, str] = {
 INVARIANTS = tuple(INVARIANT_DOCS)
 
 # Actions that inject a fault, or end a wait because of one; not progress.
-FAULT_ACTIONS = frozenset({"crash", "error_completion", "lose", "bad_call", "stray_completion",
-                           "timeout", "peer_gone"})
-
-_ACTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("setup", ("rank",)),
-    ("call_gate", ("rank", "layer", "gate", "seq")),
-    ("call_big", ("rank", "chunks")),
-    ("arm_post", ("rank",)),
-    ("barrier_write", ("rank",)),
-    ("barrier_read", ("rank",)),
-    ("gate_send", ("rank",)),
-    ("reap", ("rank",)),
-    ("gate_done", ("rank",)),
-    ("consume", ("rank",)),
-    ("big_header_write", ("rank",)),
-    ("big_header_read", ("rank",)),
-    ("drain_post", ("rank",)),
-    ("drain_done", ("rank",)),
-    ("big_begin", ("rank",)),
-    ("big_post_recv", ("rank",)),
-    ("big_barrier_write", ("rank",)),
-    ("big_barrier_read", ("rank",)),
-    ("big_send", ("rank",)),
-    ("big_window_done", ("rank",)),
-    ("transmit", ("rank",)),
-    ("deliver", ("src",)),
-    ("crash", ("rank",)),
-    ("error_completion", ("rank",)),
-    ("stray_completion", ("rank", "kind")),
-    ("lose", ("src",)),
-    ("bad_call", ("rank", "layer", "gate", "seq")),
-    ("timeout", ("rank",)),
-    ("peer_gone", ("rank",)),
-)
+FAULT_ACTIONS = frozenset(action_names(GateSpec, fault=True))
 
 
 class GateSystem:
@@ -141,14 +108,7 @@ class GateSystem:
         self.params = cfg
         self.variants = tuple(variants)
         self.spec = GateSpec(cfg, frozenset(variants))
-        acts = []
-        for name, params in _ACTIONS:
-            do = getattr(self.spec, f"do_{name}")
-            en = getattr(self, f"_en_{name}", None) or getattr(self.spec, f"en_{name}", None)
-            acts.append(Action(name, (do.__doc__ or name).strip().splitlines()[0], params, en,
-                               do, fault=name in FAULT_ACTIONS))
-        self.actions = tuple(acts)
-        self.progress_actions = tuple(a for a in self.actions if not a.fault)
+        self.actions = self.spec.actions
         self.invariants = tuple(
             Invariant(name, doc, "state", getattr(self, f"inv_{name}"))
             for name, doc in INVARIANT_DOCS.items())
@@ -170,13 +130,7 @@ class GateSystem:
         return asdict(self.params)
 
     def can_progress(self, s: GateState) -> bool:
-        return any(a.is_enabled(s) for a in self.progress_actions)
-
-    # timeouts: spurious ones only when faults are explored; otherwise only a stalled wait
-    def _en_timeout(self, s: GateState):
-        waiting = [r for r in (0, 1) if s.ranks[r].phase in REAP_PHASES]
-        if waiting and (self.params.faults or not self.can_progress(s)):
-            yield from ((r,) for r in waiting)
+        return self.spec.can_progress(s)
 
     # -------------------------------------------------------------- invariants
     def inv_no_silent_drop(self, s: GateState) -> str | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verbspec.spec import tagmatch as tm
-from verbspec.spec import tagmatch_offload as off
+from verbspec.spec.tagmatch import lists as tm
+from verbspec.spec.tagmatch import offload as off
 
 PENDING, CANCELLED = -1, -2          # receive status; a status >= 0 is the matched message id
 OK, TRUNCATED = 1, 2                 # receive completion (0: not complete)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import cached_property
 
 from verbspec.spec import fabric as fb
+from verbspec.spec.actions import action, bind
 from verbspec.spec.fabric import (
     TAG_BULK,
     TAG_MASK,
@@ -24,8 +26,8 @@ from verbspec.spec.fabric import (
     SendWR,
     TcpItem,
 )
-from verbspec.spec.gate_params import GateConfig
-from verbspec.spec.gate_state import (
+from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.state import (
     ARM_BAR_READ,
     ARM_BAR_SEND,
     ARM_POST,
@@ -59,6 +61,7 @@ from verbspec.spec.gate_state import (
     set_rank,
     view,
 )
+from verbspec.spec.lts import Action
 
 POLL_BATCH = 16
 RANKS = ((0,), (1,))
@@ -97,6 +100,17 @@ class GateSpec:
                          if "depth-mismatch" in variants else c.rq_depth)
         self.big_sizes = (tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
                           if c.big_gates else ())
+
+    @cached_property
+    def actions(self) -> tuple[Action, ...]:
+        return bind(self)
+
+    @cached_property
+    def progress_actions(self) -> tuple[Action, ...]:
+        return tuple(a for a in self.actions if not a.fault)
+
+    def can_progress(self, s: GateState) -> bool:
+        return any(a.is_enabled(s) for a in self.progress_actions)
 
     # ------------------------------------------------------------------ helpers
     def _obs(self, s: GateState, r: int, **kw) -> Observation:
@@ -151,6 +165,7 @@ class GateSpec:
     def en_setup(self, s: GateState) -> Iterator[tuple]:
         return ((r,) for r in (0, 1) if s.ranks[r].phase == INIT)
 
+    @action("rank", guard=en_setup)
     def do_setup(self, s: GateState, r: int):
         s = self._put(s, r, phase=IDLE)
         log = ("rdma gate vectors ride as 2 chunked messages",) if self.chunks == 2 else ()
@@ -167,27 +182,7 @@ class GateSpec:
             if s.ranks[r].phase == IDLE and 0 in self.ops_allowed(s, r):
                 yield (r, *self.gate_call_args(s, r))
 
-    def en_bad_call(self, s: GateState):
-        """Application misuse: a wrong layer, a repeated seq, a skipped seq."""
-        if not self.cfg.faults:
-            return
-        for r in (0, 1):
-            rk = s.ranks[r]
-            if rk.phase == IDLE and 0 in self.ops_allowed(s, r):
-                layer, gate, seq = self.gate_call_args(s, r)
-                yield (r, layer + 1, gate, seq)
-                if seq > 1:
-                    yield (r, *self._layer_gate(seq - 1), seq - 1)
-                yield (r, *self._layer_gate(seq + 1), seq + 1)
-
-    def do_bad_call(self, s: GateState, r: int, layer: int, gate: int, seq: int):
-        # a bad call is the environment misbehaving: the protocol must refuse it
-        return self.do_call_gate(self._faulted(s), r, layer, gate, seq)
-
-    def _layer_gate(self, seq: int) -> tuple[int, int]:
-        slot = self.cfg.slot(seq)
-        return slot // 2, slot % 2
-
+    @action("rank", "layer", "gate", "seq", guard=en_call_gate)
     def do_call_gate(self, s: GateState, r: int, layer: int, gate: int, seq: int):
         """gate(layer, gate, seq): the checks come before any state is touched."""
         rk = s.ranks[r]
@@ -214,6 +209,7 @@ class GateSpec:
                     if n > 0:
                         yield (r, n)
 
+    @action("rank", "chunks", guard=en_call_big)
     def do_call_big(self, s: GateState, r: int, chunks: int):
         rk = s.ranks[r]
         if rk.op == len(s.script):
@@ -225,18 +221,6 @@ class GateSpec:
                       phase=DRAIN_POST if early else BIG_HDR_SEND)
         return s, self._obs(s, r)
 
-    def en_consume(self, s: GateState):
-        return ((r,) for r in (0, 1) if s.ranks[r].phase == HOLD)
-
-    def do_consume(self, s: GateState, r: int):
-        """The application reads the gate's in-slot; the slot is free for later arrivals."""
-        rk = s.ranks[r]
-        slot = self.cfg.slot(rk.seq)
-        held = tuple(h for h in rk.held if not (h.buf == "in" and h.slot == slot
-                                                 and h.seq == rk.seq))
-        s = self._put(s, r, held=held, phase=IDLE, op=rk.op + 1)
-        return s, self._obs(s, r)
-
     # ------------------------------------------------------------------ arming
     def _phase_is(self, s: GateState, phase: str):
         return ((r,) for r in (0, 1) if s.ranks[r].phase == phase)
@@ -244,6 +228,7 @@ class GateSpec:
     def en_arm_post(self, s):
         return self._phase_is(s, ARM_POST)
 
+    @action("rank", guard=en_arm_post)
     def do_arm_post(self, s: GateState, r: int):
         """Post the window's receive chains: gates seq .. seq+window-1."""
         rk = s.ranks[r]
@@ -261,6 +246,7 @@ class GateSpec:
     def en_barrier_write(self, s):
         return self._phase_is(s, ARM_BAR_SEND)
 
+    @action("rank", guard=en_barrier_write)
     def do_barrier_write(self, s: GateState, r: int):
         item = TcpItem("byte", WINDOW_BARRIER)
         s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
@@ -274,6 +260,7 @@ class GateSpec:
     def en_barrier_read(self, s):
         return self._tcp_ready(s, ARM_BAR_READ)
 
+    @action("rank", guard=en_barrier_read)
     def do_barrier_read(self, s: GateState, r: int):
         item, f = fb.tcp_read(s.fabric, r)
         s = replace(s, fabric=f)
@@ -288,6 +275,7 @@ class GateSpec:
     def en_gate_send(self, s):
         return self._phase_is(s, SEND)
 
+    @action("rank", guard=en_gate_send)
     def do_gate_send(self, s: GateState, r: int):
         """Post the gate's send chain from its out-slot: one WR per chunk, wr_id = seq."""
         c, rk = self.cfg, s.ranks[r]
@@ -303,32 +291,12 @@ class GateSpec:
                       sent_seq=max(rk.sent_seq, rk.seq))
         return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
 
-    def en_gate_done(self, s: GateState):
-        return ((r,) for r in (0, 1)
-                if s.ranks[r].phase == WAIT and s.ranks[r].recv_done >= s.ranks[r].seq)
-
-    def do_gate_done(self, s: GateState, r: int):
-        """The watermark reached the gate: repost one receive for seq+window, close the gate."""
-        rk = s.ranks[r]
-        slot = self.cfg.slot(rk.seq)
-        whole = any(h.buf == "in" and h.slot == slot and h.seq == rk.seq
-                    and len(h.chunks) == self.chunks for h in rk.held)
-        if not whole:
-            s = self._ghost(s, stale=f"rank {r} passed gate {rk.seq} (recv_done {rk.recv_done}) "
-                                     f"but slot {slot} does not hold that gate's whole vector")
-        if rk.seq != rk.last_gate_seq + 1:
-            s = self._ghost(s, order=f"rank {r} completed gate {rk.seq} after gate "
-                                     f"{rk.last_gate_seq}")
-        wrs = self.gate_recv_chain(r, rk.seq + self.cfg.window)
-        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
-        s = self._put(s, r, last_gate_seq=rk.seq, phase=HOLD)
-        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
-
     # ------------------------------------------------------------------ completion reaping
     def en_reap(self, s: GateState):
         return ((r,) for r in (0, 1)
                 if s.ranks[r].phase in REAP_PHASES and s.fabric.qps[r].cq)
 
+    @action("rank", guard=en_reap)
     def do_reap(self, s: GateState, r: int):
         """Poll up to 16 completions and account for each; any error status fails the wait."""
         got, f = fb.poll(s.fabric, r, POLL_BATCH)
@@ -373,10 +341,76 @@ class GateSpec:
         s = replace(s, ranks=set_rank(s, r, rk))
         return s, self._obs(s, r, polled=polled)
 
+    def en_gate_done(self, s: GateState):
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase == WAIT and s.ranks[r].recv_done >= s.ranks[r].seq)
+
+    @action("rank", guard=en_gate_done)
+    def do_gate_done(self, s: GateState, r: int):
+        """The watermark reached the gate: repost one receive for seq+window, close the gate."""
+        rk = s.ranks[r]
+        slot = self.cfg.slot(rk.seq)
+        whole = any(h.buf == "in" and h.slot == slot and h.seq == rk.seq
+                    and len(h.chunks) == self.chunks for h in rk.held)
+        if not whole:
+            s = self._ghost(s, stale=f"rank {r} passed gate {rk.seq} (recv_done {rk.recv_done}) "
+                                     f"but slot {slot} does not hold that gate's whole vector")
+        if rk.seq != rk.last_gate_seq + 1:
+            s = self._ghost(s, order=f"rank {r} completed gate {rk.seq} after gate "
+                                     f"{rk.last_gate_seq}")
+        wrs = self.gate_recv_chain(r, rk.seq + self.cfg.window)
+        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = self._put(s, r, last_gate_seq=rk.seq, phase=HOLD)
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+
+    def en_consume(self, s: GateState):
+        return ((r,) for r in (0, 1) if s.ranks[r].phase == HOLD)
+
+    @action("rank", guard=en_consume)
+    def do_consume(self, s: GateState, r: int):
+        """The application reads the gate's in-slot; the slot is free for later arrivals."""
+        rk = s.ranks[r]
+        slot = self.cfg.slot(rk.seq)
+        held = tuple(h for h in rk.held if not (h.buf == "in" and h.slot == slot
+                                                 and h.seq == rk.seq))
+        s = self._put(s, r, held=held, phase=IDLE, op=rk.op + 1)
+        return s, self._obs(s, r)
+
+    # ------------------------------------------------------------------ big gate
+    def en_big_header_write(self, s):
+        return self._phase_is(s, BIG_HDR_SEND)
+
+    @action("rank", guard=en_big_header_write)
+    def do_big_header_write(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        item = TcpItem("header", rk.big_no, rk.big_chunks, self.rq_grant[r])
+        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, phase=BIG_HDR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def en_big_header_read(self, s):
+        return self._tcp_ready(s, BIG_HDR_READ)
+
+    @action("rank", guard=en_big_header_read)
+    def do_big_header_read(self, s: GateState, r: int):
+        rk = s.ranks[r]
+        item, f = fb.tcp_read(s.fabric, r)
+        s = replace(s, fabric=f)
+        if item.kind != "header" or (item.value, item.chunks) != (rk.big_no, rk.big_chunks):
+            return self._fail(s, r, f"big gate desync: local {BIG_MAGIC:#x} big {rk.big_no} "
+                                    f"({rk.big_chunks} chunks) vs peer {_describe(item)}",
+                              tcp_in=(item,))
+        own = self.rq_grant[r]
+        depth = own if "depth-mismatch" in self.v else min(own, item.depth)
+        s = self._put(s, r, hdr_ok=True, big_depth=self.cfg.big_window(depth),
+                      phase=DRAIN_POST if rk.window_active else BIG_BEGIN)
+        return s, self._obs(s, r, tcp_in=(item,))
+
     # ------------------------------------------------------------------ drain
     def en_drain_post(self, s):
         return self._phase_is(s, DRAIN_POST)
 
+    @action("rank", guard=en_drain_post)
     def do_drain_post(self, s: GateState, r: int):
         """Post window*chunks signaled dummy sends (BULK|i); each consumes one of the peer's
         outstanding lookahead receives."""
@@ -397,43 +431,18 @@ class GateSpec:
                     and rk.send_outstanding == 0):
                 yield (r,)
 
+    @action("rank", guard=en_drain_done)
     def do_drain_done(self, s: GateState, r: int):
         rk = s.ranks[r]
         s = self._put(s, r, recv_done=rk.last_gate_seq, window_active=False,
                       phase=BIG_BEGIN if rk.hdr_ok else BIG_HDR_SEND)
         return s, self._obs(s, r)
 
-    # ------------------------------------------------------------------ big gate
-    def en_big_header_write(self, s):
-        return self._phase_is(s, BIG_HDR_SEND)
-
-    def do_big_header_write(self, s: GateState, r: int):
-        rk = s.ranks[r]
-        item = TcpItem("header", rk.big_no, rk.big_chunks, self.rq_grant[r])
-        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, phase=BIG_HDR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
-
-    def en_big_header_read(self, s):
-        return self._tcp_ready(s, BIG_HDR_READ)
-
-    def do_big_header_read(self, s: GateState, r: int):
-        rk = s.ranks[r]
-        item, f = fb.tcp_read(s.fabric, r)
-        s = replace(s, fabric=f)
-        if item.kind != "header" or (item.value, item.chunks) != (rk.big_no, rk.big_chunks):
-            return self._fail(s, r, f"big gate desync: local {BIG_MAGIC:#x} big {rk.big_no} "
-                                    f"({rk.big_chunks} chunks) vs peer {_describe(item)}",
-                              tcp_in=(item,))
-        own = self.rq_grant[r]
-        depth = own if "depth-mismatch" in self.v else min(own, item.depth)
-        s = self._put(s, r, hdr_ok=True, big_depth=self.cfg.big_window(depth),
-                      phase=DRAIN_POST if rk.window_active else BIG_BEGIN)
-        return s, self._obs(s, r, tcp_in=(item,))
-
+    # ------------------------------------------------------------------ big-gate windows
     def en_big_begin(self, s):
         return self._phase_is(s, BIG_BEGIN)
 
+    @action("rank", guard=en_big_begin)
     def do_big_begin(self, s: GateState, r: int):
         rk = s.ranks[r]
         if rk.window_active:
@@ -446,6 +455,7 @@ class GateSpec:
     def en_big_post_recv(self, s):
         return self._phase_is(s, BIG_POST)
 
+    @action("rank", guard=en_big_post_recv)
     def do_big_post_recv(self, s: GateState, r: int):
         """Post the next chain (at most chain_max) of the window's staging receives."""
         c, rk = self.cfg, s.ranks[r]
@@ -462,6 +472,7 @@ class GateSpec:
     def en_big_barrier_write(self, s):
         return self._phase_is(s, BIG_BAR_SEND)
 
+    @action("rank", guard=en_big_barrier_write)
     def do_big_barrier_write(self, s: GateState, r: int):
         rk = s.ranks[r]
         tag = (rk.barrier_tag + 1) & 0xFF
@@ -473,6 +484,7 @@ class GateSpec:
     def en_big_barrier_read(self, s):
         return self._tcp_ready(s, BIG_BAR_READ)
 
+    @action("rank", guard=en_big_barrier_read)
     def do_big_barrier_read(self, s: GateState, r: int):
         rk = s.ranks[r]
         item, f = fb.tcp_read(s.fabric, r)
@@ -491,6 +503,7 @@ class GateSpec:
         return ((r,) for r in (0, 1)
                 if s.ranks[r].phase == BIG_XFER and self._send_room(s.ranks[r]) > 0)
 
+    @action("rank", guard=en_big_send)
     def do_big_send(self, s: GateState, r: int):
         """Stage the next sub-batch into the staging area and post its sends."""
         c, rk = self.cfg, s.ranks[r]
@@ -515,6 +528,7 @@ class GateSpec:
                     and len(rk.big_recvd) == rk.big_win and rk.big_send_done >= rk.big_win):
                 yield (r,)
 
+    @action("rank", guard=en_big_window_done)
     def do_big_window_done(self, s: GateState, r: int):
         """Every receive and send of the window completed: copy out of staging, next window."""
         rk = s.ranks[r]
@@ -533,6 +547,7 @@ class GateSpec:
             if qp.sq and qp.state == "rts" and s.ranks[r].alive:
                 yield (r,)
 
+    @action("rank", guard=en_transmit)
     def do_transmit(self, s: GateState, r: int):
         wr = s.fabric.qps[r].sq[0]
         s = replace(s, fabric=fb.transmit(s.fabric, r, self.cfg.cq_depth))
@@ -541,6 +556,7 @@ class GateSpec:
     def en_deliver(self, s: GateState):
         return ((r,) for r in (0, 1) if s.fabric.wire[r])
 
+    @action("src", guard=en_deliver)
     def do_deliver(self, s: GateState, src: int):
         """The head of the wire from ``src`` meets the head of the receiver's queue."""
         dst = 1 - src
@@ -588,6 +604,7 @@ class GateSpec:
                 if s.ranks[r].alive and s.ranks[r].phase != INIT and not s.ghost.faulted:
                     yield (r,)
 
+    @action("rank", guard=en_crash, fault=True)
     def do_crash(self, s: GateState, r: int):
         s = self._faulted(self._put(s, r, phase=CRASHED, error="crashed",
                                     died_in=s.ranks[r].phase))
@@ -600,6 +617,7 @@ class GateSpec:
                 if rk.phase in REAP_PHASES and "cqe" not in rk.faults_used:
                     yield (r,)
 
+    @action("rank", guard=en_error_completion, fault=True)
     def do_error_completion(self, s: GateState, r: int):
         qp = fb.push_cqe(s.fabric.qps[r], fb.CQE("send", 0, fb.ST_RETRY, 0,
                                                   Payload("warm", r, 0, 0)), self.cfg.cq_depth)
@@ -622,6 +640,7 @@ class GateSpec:
                     if k not in rk.strays:
                         yield (r, k)
 
+    @action("rank", "kind", guard=en_stray_completion, fault=True)
     def do_stray_completion(self, s: GateState, r: int, kind: str):
         cqe = fb.CQE(kind, TAG_WARM, fb.ST_OK, 1, Payload("warm", r, 0, 0))
         qp = fb.push_cqe(s.fabric.qps[r], cqe, self.cfg.cq_depth)
@@ -634,10 +653,39 @@ class GateSpec:
             return ((r,) for r in (0, 1) if s.fabric.wire[r])
         return iter(())
 
+    @action("src", guard=en_lose, fault=True)
     def do_lose(self, s: GateState, src: int):
         _, f = fb.pop_wire(s.fabric, src)
         s = self._faulted(replace(s, fabric=f))
         return s, self._obs(s, 1 - src)
+
+    def en_bad_call(self, s: GateState):
+        """Application misuse: a wrong layer, a repeated seq, a skipped seq."""
+        if not self.cfg.faults:
+            return
+        for r in (0, 1):
+            rk = s.ranks[r]
+            if rk.phase == IDLE and 0 in self.ops_allowed(s, r):
+                layer, gate, seq = self.gate_call_args(s, r)
+                yield (r, layer + 1, gate, seq)
+                if seq > 1:
+                    yield (r, *self._layer_gate(seq - 1), seq - 1)
+                yield (r, *self._layer_gate(seq + 1), seq + 1)
+
+    @action("rank", "layer", "gate", "seq", guard=en_bad_call, fault=True)
+    def do_bad_call(self, s: GateState, r: int, layer: int, gate: int, seq: int):
+        # a bad call is the environment misbehaving: the protocol must refuse it
+        return self.do_call_gate(self._faulted(s), r, layer, gate, seq)
+
+    def _layer_gate(self, seq: int) -> tuple[int, int]:
+        slot = self.cfg.slot(seq)
+        return slot // 2, slot % 2
+
+    def en_timeout(self, s: GateState):
+        """Spurious timeouts only when faults are explored; otherwise only a stalled wait."""
+        waiting = [r for r in (0, 1) if s.ranks[r].phase in REAP_PHASES]
+        if waiting and (self.cfg.faults or not self.can_progress(s)):
+            yield from ((r,) for r in waiting)
 
     def timed_out(self, rk: Rank) -> str:
         if rk.phase == WAIT:
@@ -648,6 +696,7 @@ class GateSpec:
         return (f"timeout in big gate window (recv {len(rk.big_recvd)}/{rk.big_win}, "
                 f"send {rk.big_send_done}/{rk.big_win})")
 
+    @action("rank", guard=en_timeout, fault=True)
     def do_timeout(self, s: GateState, r: int):
         s = self._faulted(s)
         return self._fail(s, r, self.timed_out(s.ranks[r]))
@@ -661,6 +710,7 @@ class GateSpec:
                                            and not s.fabric.tcp[1 - r]):
                 yield (r,)
 
+    @action("rank", guard=en_peer_gone, fault=True)
     def do_peer_gone(self, s: GateState, r: int):
         """The peer's TCP socket closed: the liveness check (every 16384 polls) or a read sees
         it."""

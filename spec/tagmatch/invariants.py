@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verbspec.spec import tagmatch as tm
-from verbspec.spec import tagmatch_offload as off
 from verbspec.spec.lts import Invariant
-from verbspec.spec.tagmatch_state import (
+from verbspec.spec.tagmatch import lists as tm
+from verbspec.spec.tagmatch import offload as off
+from verbspec.spec.tagmatch.state import (
     CANCELLED,
     FIN_EARLY,
     NEED_READ,
@@ -23,7 +23,7 @@ from verbspec.spec.tagmatch_state import (
 )
 
 if TYPE_CHECKING:
-    from verbspec.spec.tagmatch_system import TagMatchSystem
+    from verbspec.spec.tagmatch.system import TagMatchSystem
 
 INVARIANTS = (
     "mpi_order",

@@ -30,10 +30,11 @@ A receive that matches an unexpected message software already holds takes it at 
 never handed to hardware.
 
 Where each operation takes effect (its linearization point) in terms of the software engine of
-:mod:`verbspec.spec.tagmatch`: a post and a cancel of a software receive when software performs
-them; an arrival when software handles its completion (``match`` or ``unexpected``); a cancel of
-a hardware receive when software handles the ``removed`` completion. Each software step returns
-that operation so a checker can run the software engine alongside and compare.
+:mod:`verbspec.spec.tagmatch.lists`: a post and a cancel of a software receive when software
+performs them; an arrival when software handles its completion (``match`` or
+``unexpected``); a cancel of a hardware receive when software handles the ``removed``
+completion. Each software step returns that operation so a checker can run the software engine
+alongside and compare.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
-from verbspec.spec.tagmatch import (
+from verbspec.spec.tagmatch.lists import (
     MPI_RULES,
     Match,
     Msg,

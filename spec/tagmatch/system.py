@@ -8,9 +8,9 @@ ANY_SOURCE, a tag or ANY_TAG) and buffer length, cancels and probes. Messages up
 payload reached the receiver). Longer ones are rendezvous: the header is matched, the receiver
 RDMA-READs the payload into the matched buffer and then sends FIN; the sender's buffer is free
 only after FIN. With ``capacity`` > 0 the receiver's matching runs through the hardware offload
-of :mod:`verbspec.spec.tagmatch_offload`, and the software engine of
-:mod:`verbspec.spec.tagmatch` runs alongside as a ghost, stepped at each linearization point, so
-``offload_refines_software`` can compare the two after every step.
+of :mod:`verbspec.spec.tagmatch.offload`, and the software engine of
+:mod:`verbspec.spec.tagmatch.lists` runs alongside as a ghost, stepped at each linearization
+point, so ``offload_refines_software`` can compare the two after every step.
 
 Ids in the system are integers: message ``mid = sender * messages + k`` for a sender's k-th
 message (so a sender's order is the id order), receive ``rid`` = its posting index.
@@ -23,12 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
-from verbspec.spec import tagmatch as tm
-from verbspec.spec import tagmatch_offload as off
 from verbspec.spec.lts import Action
 from verbspec.spec.params import ParamSpec, Variant, check_values, check_variants
-from verbspec.spec.tagmatch_invariants import INVARIANTS, invariants
-from verbspec.spec.tagmatch_state import (  # noqa: F401  (re-exported for users)
+from verbspec.spec.tagmatch import lists as tm
+from verbspec.spec.tagmatch import offload as off
+from verbspec.spec.tagmatch.invariants import INVARIANTS, invariants
+from verbspec.spec.tagmatch.state import (  # noqa: F401  (re-exported for users)
     CANCELLED,
     FIN_EARLY,
     FIN_SENT,
@@ -424,7 +424,7 @@ def _prove_engine_progress():
     length and envelope value (the encoding is of MPI's order, so not under the order
     variants)."""
     from verbspec.proofs.report import Result
-    from verbspec.spec.tagmatch_z3 import prove_no_matching_pair
+    from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
 
     obligations = prove_no_matching_pair()
     ok = all(o.verdict == "proved" for o in obligations)

@@ -1,7 +1,7 @@
 """The list engine's steps as z3 transition relations, and an unbounded induction proof.
 
 The explicit-state checks cover one instance at a time. Here the software engine of
-:mod:`verbspec.spec.tagmatch` is encoded over unbounded lists (z3 arrays with a length) and
+:mod:`verbspec.spec.tagmatch.lists` is encoded over unbounded lists (z3 arrays with a length) and
 unbounded integer envelopes, and one property is proved by induction for every list length and
 every envelope value:
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import z3
 
-from verbspec.spec import tagmatch as tm
+from verbspec.spec.tagmatch import lists as tm
 
 ANY = tm.ANY
 

@@ -1,4 +1,4 @@
-"""A fast matching engine with the list semantics of :mod:`verbspec.spec.tagmatch`.
+"""A fast matching engine with the list semantics of :mod:`verbspec.spec.tagmatch.lists`.
 
 Walking whole lists costs O(n) per operation; a long run of never-matching wildcards or a deep
 unexpected list makes that quadratic. Here every receive sits in exactly one of four queues,
@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
-from verbspec.spec.tagmatch import ANY, Match, Msg, Recv
+from verbspec.spec.tagmatch.lists import ANY, Match, Msg, Recv
 
 # An entry is [seq, item, alive, id]; a list so a match or cancel can mark it dead in place.
 _Entry = list

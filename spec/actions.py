@@ -1,0 +1,78 @@
+"""Actions declared once, on the step function that performs them.
+
+A protocol's steps are methods of one class. ``@action`` marks a step with what the rest of the
+tree needs to know about it (its parameter names, whether it is a fault, its guard), in the
+manner of Hypothesis's ``@rule``/``@precondition`` markers; the action's name is the method's
+name without the ``do_`` prefix. :func:`declared` lists a class's actions in the order they are
+written, and :func:`bind` turns them into the :class:`~verbspec.spec.lts.Action` list of a
+system. Checkers, the z3 models, the docs' action tables and the tests read that list; no
+action name or parameter list is written anywhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from verbspec.spec.lts import Action
+
+STEP_PREFIX = "do_"
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """What ``@action`` records on a step function."""
+
+    name: str
+    params: tuple[str, ...]
+    fault: bool
+    guard: Callable[..., Iterable[tuple[Any, ...]]]     # (self, state) -> argument tuples
+    step: Callable[..., tuple[Any, Any]]                # (self, state, *args) -> (state, obs)
+    doc: str
+    present: Callable[[Any], bool] | None = None        # (self) -> the action exists here
+
+
+def action(*params: str, guard: Callable[..., Iterable[tuple[Any, ...]]], fault: bool = False,
+           present: Callable[[Any], bool] | None = None) -> Callable[[Callable], Callable]:
+    """Mark ``do_<name>(self, state, *args)`` as the action ``<name>`` with parameters
+    ``params``, enabled for the argument tuples ``guard(self, state)`` yields. ``fault``:
+    an environment event a correct protocol must survive, not progress. ``present(self)``:
+    whether a configuration has the action at all (e.g. offload steps)."""
+
+    def mark(step: Callable) -> Callable:
+        if not step.__name__.startswith(STEP_PREFIX):
+            raise TypeError(f"step {step.__name__} must be named {STEP_PREFIX}<action>")
+        doc = (step.__doc__ or "").strip().splitlines()
+        step.__action__ = Declaration(step.__name__[len(STEP_PREFIX):], params, fault, guard,
+                                      step, doc[0] if doc else step.__name__, present)
+        return step
+
+    return mark
+
+
+def declared(cls: type) -> tuple[Declaration, ...]:
+    """The actions of ``cls`` (and its bases), in the order they are written."""
+    seen: dict[str, Declaration] = {}
+    for klass in reversed(cls.__mro__):
+        for member in vars(klass).values():
+            decl = getattr(member, "__action__", None)
+            if isinstance(decl, Declaration):
+                seen[decl.name] = decl
+    return tuple(seen.values())
+
+
+def bind(obj: Any) -> tuple[Action, ...]:
+    """The system's action list: each declared action of ``obj``'s class bound to ``obj``."""
+    out = []
+    for d in declared(type(obj)):
+        if d.present is not None and not d.present(obj):
+            continue
+        out.append(Action(d.name, d.doc, d.params, d.guard.__get__(obj), d.step.__get__(obj),
+                          fault=d.fault))
+    return tuple(out)
+
+
+def action_names(cls: type, *, fault: bool | None = None) -> tuple[str, ...]:
+    """Names of ``cls``'s actions (only faults, or only progress, when ``fault`` is given)."""
+    return tuple(d.name for d in declared(cls) if fault is None or d.fault == fault)
