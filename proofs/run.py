@@ -10,23 +10,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from verbspec.proofs.explore import explore
+from verbspec.proofs.protocols import CHECKS, Checks
 from verbspec.proofs.report import Result, trace_name
 from verbspec.proofs.search import SearchResult, bounded_search
 from verbspec.proofs.walk import WalkResult, random_walks
+from verbspec.spec import protocols
 from verbspec.spec.itf import write_trace
 from verbspec.spec.lts import InvariantViolation, System
 
 METHODS = ("explore", "bmc", "prove")
 
-# bmc's deeper phases are opt-in: a protocol module sets BMC_FAULT_FREE_DEPTH (fault-free runs)
-# and BMC_ONE_FAULT_DEPTH (runs with at most one fault action); without them bmc is one phase.
-# BMC_WALK_DEPTH adds a last phase of fault-free random walks (proofs/walk.py) for violations
-# deeper than any state budget reaches; a module's ``shortest_run`` may then prove the trace a
-# walk found a shortest fault-free one.
+# bmc's deeper phases are opt-in: a protocol's Checks (proofs/protocols.py) set the depth of the
+# fault-free phase and of the one-fault phase; without them bmc is one phase. A walk depth adds a
+# last phase of fault-free random walks (proofs/walk.py) for violations deeper than any state
+# budget reaches; the protocol's ``shortest_run`` may then prove the trace a walk found a
+# shortest fault-free one.
 
 # (invariant, steps) -> why no fault-free run breaking it is shorter, or None
 ShortestProof = Callable[[str, int], "str | None"]
@@ -287,29 +288,29 @@ def _join(clauses: list[str]) -> str:
     return ", ".join(clauses[:-1]) + " and " + clauses[-1]
 
 
-def _shortest_proof(module: ModuleType, values: dict[str, Any], variants: Sequence[str]
+def _shortest_proof(checks: Checks, values: dict[str, Any], variants: Sequence[str]
                     ) -> ShortestProof | None:
-    proof = getattr(module, "shortest_run", None)
+    proof = checks.shortest_run
     if proof is None:
         return None
     return lambda invariant, steps: proof(values, variants, invariant, steps)
 
 
-def run_method(module: ModuleType, method: str, values: dict[str, Any],
+def run_method(protocol: str, method: str, values: dict[str, Any],
                variants: Sequence[str], opts: Options) -> list[Result]:
-    system = module.build(values, variants)
+    """Run one method of ``protocol``'s checks on a configuration."""
+    checks = CHECKS[protocol]
+    system = protocols.load(protocol).build(values, variants)
     if method == "explore":
         return run_explore(system, variants, opts)
     if method == "bmc":
-        return run_bmc(system, variants, opts, getattr(module, "BMC_DEPTH", 12),
-                       getattr(module, "BMC_FAULT_FREE_DEPTH", None),
-                       getattr(module, "BMC_ONE_FAULT_DEPTH", None),
-                       getattr(module, "BMC_WALK_DEPTH", None),
-                       _shortest_proof(module, values, variants))
+        return run_bmc(system, variants, opts, checks.bmc_depth, checks.bmc_fault_free_depth,
+                       checks.bmc_one_fault_depth, checks.bmc_walk_depth,
+                       _shortest_proof(checks, values, variants))
     if method == "prove":
-        prove = getattr(module, "prove", None)
-        if prove is None:
+        if checks.prove is None:
             raise MethodUnavailable(f"method prove is not available for protocol "
-                                    f"{module.PROTOCOL} yet")
-        return prove(values, variants, progress=opts.progress, trace_dir=opts.trace_dir)
+                                    f"{protocol} yet")
+        return checks.prove(values, variants, progress=opts.progress,
+                            trace_dir=opts.trace_dir)
     raise MethodUnavailable(f"unknown method {method!r}")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.report import EXIT_INPUT, EXIT_OK, Result, exit_code
 from verbspec.proofs.run import METHODS, MethodUnavailable, Options, run_method
 from verbspec.spec import protocols
@@ -151,10 +152,9 @@ def cmd_check(args: argparse.Namespace) -> int:
                        trace_dir=args.trace_dir,
                        progress=progress.note)
         for p in selected:
-            module = protocols.load(p)
             methods = METHODS if args.method == "all" else (args.method,)
             for method in methods:
-                why = _not_applicable(module, method, values[p], variants[p])
+                why = CHECKS[p].scope(method, values[p], variants[p])
                 if why and args.method == "all":
                     # "all" runs what can decide this configuration; asked for by name, the
                     # method runs and reports inconclusive, saying why
@@ -163,7 +163,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                     continue
                 progress.start(f"{p}: {method}")
                 try:
-                    results += run_method(module, method, values[p], variants[p], opts)
+                    results += run_method(p, method, values[p], variants[p], opts)
                 except MethodUnavailable as e:
                     if args.method != "all":
                         progress.stop()
@@ -184,13 +184,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         for s in skipped:
             print(f"{s['protocol']}: {s['method']} skipped: {s['reason']}")
     return code
-
-
-def _not_applicable(module: Any, method: str, values: dict[str, Any],
-                    variants: Sequence[str]) -> str | None:
-    """Why a protocol's method cannot decide a configuration (e.g. outside a proof's model)."""
-    scope = getattr(module, f"{method}_scope", None)
-    return scope(values, variants) if scope else None
 
 
 def cmd_variants(args: argparse.Namespace) -> int:

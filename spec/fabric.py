@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from verbspec.spec.tuples import set_item
+
 # wr_id tag bits: gate receives and sends carry bare sequence numbers
 TAG_BULK = 1 << 63      # drain dummies and big-gate chunks: BULK | index
 TAG_WARM = 1 << 62      # warm-up exchanges at setup
@@ -111,12 +113,7 @@ def new_fabric(qp_type: str, unsignaled_completions: bool) -> Fabric:
 
 
 def set_qp(fab: Fabric, r: int, qp: QP) -> Fabric:
-    qps = (qp, fab.qps[1]) if r == 0 else (fab.qps[0], qp)
-    return replace(fab, qps=qps)
-
-
-def set_pair(pair: tuple, r: int, value) -> tuple:
-    return (value, pair[1]) if r == 0 else (pair[0], value)
+    return replace(fab, qps=set_item(fab.qps, r, qp))
 
 
 def push_cqe(qp: QP, cqe: CQE, cq_depth: int) -> QP:
@@ -149,12 +146,12 @@ def transmit(fab: Fabric, r: int, cq_depth: int) -> Fabric:
     if qp.qp_type == "uc" and completes(fab, wr.signaled):
         qp = push_cqe(qp, CQE("send", wr.wr_id, ST_OK, wr.length, wr.payload), cq_depth)
     fab = set_qp(fab, r, qp)
-    return replace(fab, wire=set_pair(fab.wire, r, fab.wire[r] + (msg,)))
+    return replace(fab, wire=set_item(fab.wire, r, fab.wire[r] + (msg,)))
 
 
 def pop_wire(fab: Fabric, src: int) -> tuple[Message, Fabric]:
     msg = fab.wire[src][0]
-    return msg, replace(fab, wire=set_pair(fab.wire, src, fab.wire[src][1:]))
+    return msg, replace(fab, wire=set_item(fab.wire, src, fab.wire[src][1:]))
 
 
 @dataclass(frozen=True)
@@ -220,11 +217,11 @@ def poll(fab: Fabric, r: int, n: int) -> tuple[tuple[CQE, ...], Fabric]:
 
 
 def tcp_write(fab: Fabric, r: int, item: TcpItem) -> Fabric:
-    return replace(fab, tcp=set_pair(fab.tcp, r, fab.tcp[r] + (item,)))
+    return replace(fab, tcp=set_item(fab.tcp, r, fab.tcp[r] + (item,)))
 
 
 def tcp_read(fab: Fabric, r: int) -> tuple[TcpItem, Fabric]:
     """Read the next item rank ``r`` receives (written by the peer)."""
     src = 1 - r
     item = fab.tcp[src][0]
-    return item, replace(fab, tcp=set_pair(fab.tcp, src, fab.tcp[src][1:]))
+    return item, replace(fab, tcp=set_item(fab.tcp, src, fab.tcp[src][1:]))

@@ -11,12 +11,16 @@ from dataclasses import dataclass, replace
 
 import pytest
 
+from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.run import Options, run_bmc, run_method
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate import system as gate_system
-from verbspec.spec.gate.system import BMC_DEPTH, BMC_WALK_DEPTH, VARIANTS, build
+from verbspec.spec.gate.system import VARIANTS, build
 from verbspec.spec.itf import read_moves
 from verbspec.spec.lts import Action, Invariant
+
+BMC_DEPTH = CHECKS["gate"].bmc_depth
+BMC_WALK_DEPTH = CHECKS["gate"].bmc_walk_depth
 
 # variant -> (invariant, shortest trace length, found by the fault-free phase)
 SHORTEST = {
@@ -77,7 +81,7 @@ def test_base_protocol_holds_under_all_three_phases(tmp_path):
     # defaults, with smaller budgets than the CLI's to keep this test quick
     opts = Options(trace_dir=tmp_path, fault_free_max_states=12_000, one_fault_max_states=12_000,
                    walks=10)
-    results = run_method(gate_system, "bmc", {}, (), opts)
+    results = run_method("gate", "bmc", {}, (), opts)
     assert [r.invariant for r in results] == list(gate_system.INVARIANTS)
     assert all(r.verdict == "held" for r in results), [r for r in results if r.verdict != "held"]
     bound = results[0].bound
@@ -97,7 +101,7 @@ def test_base_protocol_holds_under_all_three_phases(tmp_path):
 def test_without_faults_the_deeper_phase_covers_every_run(tmp_path):
     # faults=0: no fault action is enabled short of a deadlock, so fault-free runs are all runs
     # and the deeper phase's violation is a shortest one of all runs
-    results = run_method(gate_system, "bmc", {"faults": 0}, ("tag-every-chunk",),
+    results = run_method("gate", "bmc", {"faults": 0}, ("tag-every-chunk",),
                          Options(trace_dir=tmp_path))
     (bad,) = [r for r in results if r.verdict == "violated"]
     assert bad.invariant == "watermark_sound"
@@ -125,10 +129,9 @@ def test_phases_follow_the_bounds(tmp_path):
 
 
 def test_a_protocol_without_a_fault_free_depth_gets_one_phase(tmp_path):
-    from verbspec.spec.tagmatch import system as tagmatch_system
 
     opts = Options(depth=6, trace_dir=tmp_path)
-    results = run_method(tagmatch_system, "bmc", {}, (), opts)
+    results = run_method("tagmatch", "bmc", {}, (), opts)
     assert all(r.verdict in ("held", "proved") for r in results)
     assert all("fault-free" not in r.bound and "one fault" not in r.bound for r in results)
 

@@ -16,12 +16,15 @@ import re
 
 import pytest
 
+from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.run import Options, run_bmc, run_method
 from verbspec.refimpl.cli import main
-from verbspec.spec.gate import system as gate_system
-from verbspec.spec.gate.system import BMC_DEPTH, BMC_FAULT_FREE_DEPTH, FAULT_ACTIONS, build
+from verbspec.spec.gate.system import FAULT_ACTIONS, build
 from verbspec.spec.itf import read_moves, write_trace
 from verbspec.spec.lts import InvariantViolation, replay
+
+BMC_DEPTH = CHECKS["gate"].bmc_depth
+BMC_FAULT_FREE_DEPTH = CHECKS["gate"].bmc_fault_free_depth
 
 # the defaults' sizing scaled down: cq_depth = 2 * big_depth; one-chunk gate vectors and a 2-gate
 # window keep the decode window and its drain (at most 5 entries) within the CQ; chain_max =
@@ -46,7 +49,7 @@ def _rank(message: str) -> int:
 def small_overflow(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cq")
     opts = Options(trace_dir=tmp, one_fault_max_states=FIND_BUDGET)
-    return run_method(gate_system, "bmc", SMALL, (), opts), tmp
+    return run_method("gate", "bmc", SMALL, (), opts), tmp
 
 
 def test_one_fault_overflows_a_cq_sized_for_exactly_one_big_gate_window(small_overflow, capsys):

@@ -34,7 +34,7 @@ def _run(method: str, values: dict, variants: tuple[str, ...], trace_dir: Path,
     opts = Options(examples=examples, steps=steps, max_states=60_000,
                    fault_free_max_states=30_000, one_fault_max_states=30_000,
                    trace_dir=trace_dir, shortest_proof=False)
-    return run_method(gate_system, method, values, variants, opts)
+    return run_method("gate", method, values, variants, opts)
 
 
 def _violated(results) -> set[str]:

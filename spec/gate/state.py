@@ -149,7 +149,3 @@ class Observation:
 def view(rk: Rank) -> RankView:
     return RankView(rk.phase, rk.recv_done, rk.last_gate_seq, rk.window_active,
                     rk.send_outstanding, rk.error)
-
-
-def set_rank(s: GateState, r: int, rk: Rank) -> tuple[Rank, Rank]:
-    return (rk, s.ranks[1]) if r == 0 else (s.ranks[0], rk)

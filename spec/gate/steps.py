@@ -58,10 +58,10 @@ from verbspec.spec.gate.state import (
     Observation,
     Rank,
     WRView,
-    set_rank,
     view,
 )
 from verbspec.spec.lts import Action
+from verbspec.spec.tuples import set_item
 
 POLL_BATCH = 16
 RANKS = ((0,), (1,))
@@ -117,7 +117,7 @@ class GateSpec:
         return Observation(r, views=(view(s.ranks[0]), view(s.ranks[1])), **kw)
 
     def _put(self, s: GateState, r: int, **changes) -> GateState:
-        return replace(s, ranks=set_rank(s, r, replace(s.ranks[r], **changes)))
+        return replace(s, ranks=set_item(s.ranks, r, replace(s.ranks[r], **changes)))
 
     def _fail(self, s: GateState, r: int, msg: str, **kw) -> tuple[GateState, Observation]:
         s = self._put(s, r, phase=FAILED, error=msg, died_in=s.ranks[r].phase)
@@ -305,7 +305,7 @@ class GateSpec:
         polled = tuple(CQEView(c.opcode, c.wr_id, c.status, c.byte_len) for c in got)
         for c in got:
             if c.status != fb.ST_OK:
-                s = replace(s, ranks=set_rank(s, r, rk))     # keep what was reaped
+                s = replace(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                 return self._fail(s, r, f"rdma completion error: {c.status} "
                                         f"({c.opcode} wr_id {c.wr_id:#x})", polled=polled)
             if c.opcode == "send":
@@ -323,11 +323,11 @@ class GateSpec:
             if rk.phase == BIG_XFER:
                 idx = c.wr_id & ~TAG_MASK
                 if not c.wr_id & TAG_BULK or idx >= rk.big_win or idx in rk.big_recvd:
-                    s = replace(s, ranks=set_rank(s, r, rk))     # keep what was reaped
+                    s = replace(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     return self._fail(s, r, f"duplicate or invalid big gate completion {idx}",
                                       polled=polled)
                 if c.byte_len != self.cfg.max_msg:
-                    s = replace(s, ranks=set_rank(s, r, rk))     # keep what was reaped
+                    s = replace(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     return self._fail(s, r, f"big gate chunk {idx} received {c.byte_len} bytes, "
                                             f"expected {self.cfg.max_msg}", polled=polled)
                 rk = replace(rk, big_recvd=rk.big_recvd | {idx})
@@ -338,7 +338,7 @@ class GateSpec:
                 rk = replace(rk, drain_recvs=rk.drain_recvs + 1)
                 continue
             rk = replace(rk, recv_done=max(rk.recv_done, c.wr_id))
-        s = replace(s, ranks=set_rank(s, r, rk))
+        s = replace(s, ranks=set_item(s.ranks, r, rk))
         return s, self._obs(s, r, polled=polled)
 
     def en_gate_done(self, s: GateState):

@@ -26,15 +26,6 @@ from verbspec.spec.lts import Invariant
 from verbspec.spec.params import Variant, check_values, check_variants
 
 PROTOCOL = "gate"
-BMC_DEPTH = 14      # default bound of breadth-first search (about 12k states at the defaults)
-# bmc's second phase searches fault-free runs deeper: fault-free states roughly double per
-# level past 26 (about 86k at depth 31), so at the defaults its state budget ends it first
-BMC_FAULT_FREE_DEPTH = 40
-# ... and a third, runs with at most one fault (e.g. one warm-up leftover in a full CQ)
-BMC_ONE_FAULT_DEPTH = 40
-# ... and last, fault-free random walks: depth-mismatch at the defaults needs a 65-chunk big
-# gate, at least 148 steps, far past what either budget reaches
-BMC_WALK_DEPTH = 1000
 
 VARIANTS: tuple[Variant, ...] = (
     Variant("no-barrier",
@@ -211,31 +202,6 @@ class GateSystem:
             stuck = [r for r in (0, 1) if s.ranks[r].alive and not self.finished(s, r)]
             return f"rank {stuck[0]} is stuck in {s.ranks[stuck[0]].phase} with no way out"
         return None
-
-
-def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *, progress: Any = None,
-          trace_dir: Any = None) -> list:
-    """z3 induction over the model of proofs/gate_z3.py (decode-only workloads, faults too)."""
-    from verbspec.proofs import gate_z3
-
-    return gate_z3.prove(values, variants, progress=progress, trace_dir=trace_dir)
-
-
-def prove_scope(values: Mapping[str, Any], variants: Sequence[str] = ()) -> str | None:
-    """Why ``prove`` cannot decide this configuration (it is outside the model), or None."""
-    from verbspec.proofs import gate_z3
-
-    return gate_z3.out_of_scope(build(values, variants).params, variants)
-
-
-def shortest_run(values: Mapping[str, Any], variants: Sequence[str], invariant: str,
-                 steps: int) -> str | None:
-    """bmc's hook for a random walk's trace: why no fault-free run breaking ``invariant`` is
-    shorter than ``steps`` (proofs/gate_bound.py: no_silent_drop under depth-mismatch), or
-    None."""
-    from verbspec.proofs import gate_bound
-
-    return gate_bound.shortest_run(values, variants, invariant, steps)
 
 
 def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem:

@@ -6,7 +6,7 @@ what the software engine made at the same linearization point); state invariants
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from verbspec.spec.lts import Invariant
 from verbspec.spec.tagmatch import lists as tm
@@ -18,12 +18,19 @@ from verbspec.spec.tagmatch.state import (
     PENDING,
     READING,
     TRUNCATED,
+    Params,
     State,
     StepObs,
 )
 
-if TYPE_CHECKING:
-    from verbspec.spec.tagmatch.system import TagMatchSystem
+
+class Judged(Protocol):
+    """What the invariants read of the system they judge."""
+
+    params: Params
+    offload: bool
+
+    def eager(self, m: tm.Msg) -> bool: ...
 
 INVARIANTS = (
     "mpi_order",
@@ -38,7 +45,7 @@ INVARIANTS = (
 )
 
 
-def invariants(system: TagMatchSystem) -> tuple[Invariant, ...]:
+def invariants(system: Judged) -> tuple[Invariant, ...]:
     """The named invariants of a built system (they read its parameters and variants)."""
     p = system.params
     M = p.messages
