@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from verbspec.spec.actions import name_of
+from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.itf import TraceFormatError, decode_states, load_json
+from verbspec.spec.tagmatch.system import TagMatchSystem
 
 EXIT_OK, EXIT_INPUT = 0, 3
 
@@ -196,7 +199,11 @@ GATE_LANES = (
     Lane("q1", "rq/cq 1", 708, "start", 16, "queue"),
     Lane("r1", "rank 1", 810, "start", 46, "rank"),
 )
-WIRE_ACTIONS = frozenset({"transmit", "deliver", "lose"})
+TRANSMIT, DELIVER, LOSE = (name_of(GateSpec.do_transmit), name_of(GateSpec.do_deliver),
+                           name_of(GateSpec.do_lose))
+WIRE_ACTIONS = frozenset({TRANSMIT, DELIVER, LOSE})
+# the steps a tag-matching sender takes itself: the rest are the receiver's
+SENDER_ACTIONS = frozenset({name_of(TagMatchSystem.do_send), name_of(TagMatchSystem.do_fin_arrive)})
 
 
 def payload_name(p: Any) -> str:
@@ -299,9 +306,9 @@ class _GateBuilder:
             row.add("r0", "initial state", "note")
             row.add("r1", "initial state", "note")
             return
-        if action == "transmit" and lane:
+        if action == TRANSMIT and lane:
             self._transmit(row, lane, int(lane[1]), prev, cur)
-        elif action in ("deliver", "lose") and lane:
+        elif action in (DELIVER, LOSE) and lane:
             self._take(row, lane, int(lane[1]), action, prev, cur)
         else:
             # the lane already names the rank: leave it out of the arguments shown
@@ -320,7 +327,7 @@ class _GateBuilder:
         head = _get(prev, "fabric", "wire", src, 0)
         name = payload_name(_get(head, "payload"))
         arrow = self.wire[src].popleft() if self.wire[src] else None
-        if action == "lose":
+        if action == LOSE:
             row.add(lane, f"lost {name}", "err")
             outcome = "lost"
         else:
@@ -463,7 +470,7 @@ def build_tagmatch(meta: Mapping[str, Any], steps: Sequence[tuple[str, dict, dic
     def lane_of(action: str, args: dict) -> str:
         s = args.get("sender")
         # a sender acts only when it sends or its FIN comes back; the rest is the receiver's
-        if action in ("send", "fin_arrive") and isinstance(s, int) and 0 <= s < senders:
+        if action in SENDER_ACTIONS and isinstance(s, int) and 0 <= s < senders:
             return f"s{s}"
         return "rx"
 

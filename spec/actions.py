@@ -76,3 +76,11 @@ def bind(obj: Any) -> tuple[Action, ...]:
 def action_names(cls: type, *, fault: bool | None = None) -> tuple[str, ...]:
     """Names of ``cls``'s actions (only faults, or only progress, when ``fault`` is given)."""
     return tuple(d.name for d in declared(cls) if fault is None or d.fault == fault)
+
+
+def name_of(step: Callable) -> str:
+    """The action a step function declares, for code that must recognise it by name."""
+    decl = getattr(step, "__action__", None)
+    if not isinstance(decl, Declaration):
+        raise TypeError(f"{getattr(step, '__name__', step)!r} is not declared with @action")
+    return decl.name

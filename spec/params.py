@@ -86,6 +86,10 @@ class Variant:
     changes: str
     breaks: str
 
+    def on(self, variants: Iterable[str]) -> bool:
+        """Whether this variant is among the names switched on."""
+        return self.name in variants
+
 
 def check_variants(known: Sequence[Variant], names: Iterable[str]) -> tuple[str, ...]:
     table = {v.name for v in known}

@@ -1,6 +1,16 @@
 """State of the two-rank gate system: per-rank protocol state, the fabric, the workload script,
 and ghost variables that record what the checkers judge (drops, misaligned or clobbered data).
 
+Theory of operation. Each rank is a state machine whose phase names the protocol step it takes
+next (``NEXT_PHASES`` is the whole graph). A rank starts in ``init`` and after setup sits in
+``idle`` between application calls. A decode gate arms the lookahead window once (``arm_post``,
+then the 0xD1 barrier over TCP), then posts its send chain (``send``), waits for the watermark
+(``wait``, reaping completions) and hands the in-slot to the application (``hold``). A big gate
+first exchanges a header over TCP, drains the decode window if one is armed (``drain_post``,
+``drain_wait``), then runs windows of staging receives behind a barrier byte (``big_begin`` ..
+``big_xfer``) until every chunk is through. Any live phase may end in ``failed`` (a check or a
+fault the protocol detects) or ``crashed`` (a fault); neither is left again.
+
 Every value is frozen and hashable, so states can be deduplicated and written as ITF traces.
 """
 
@@ -24,6 +34,38 @@ REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER})        # phases that poll 
 TCP_READ_PHASES = {ARM_BAR_READ: "the window barrier", BIG_HDR_READ: "the big gate header",
                    BIG_BAR_READ: "the big gate barrier"}
 BIG_PHASES = frozenset({BIG_BEGIN, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER})
+
+# The phase graph: the phases a live rank may enter from each phase (FAILED and CRASHED, the
+# dead ends, are reachable from every live phase). steps.py moves a rank only along it.
+NEXT_PHASES: dict[str, frozenset[str]] = {
+    INIT: frozenset({IDLE}),
+    IDLE: frozenset({ARM_POST, SEND, DRAIN_POST, BIG_HDR_SEND}),
+    ARM_POST: frozenset({ARM_BAR_SEND, SEND}),
+    ARM_BAR_SEND: frozenset({ARM_BAR_READ}),
+    ARM_BAR_READ: frozenset({SEND}),
+    SEND: frozenset({WAIT}),
+    WAIT: frozenset({HOLD}),
+    HOLD: frozenset({IDLE}),
+    BIG_HDR_SEND: frozenset({BIG_HDR_READ}),
+    BIG_HDR_READ: frozenset({DRAIN_POST, BIG_BEGIN}),
+    DRAIN_POST: frozenset({DRAIN_WAIT}),
+    DRAIN_WAIT: frozenset({BIG_BEGIN, BIG_HDR_SEND}),
+    BIG_BEGIN: frozenset({BIG_POST}),
+    BIG_POST: frozenset({BIG_BAR_SEND}),
+    BIG_BAR_SEND: frozenset({BIG_BAR_READ}),
+    BIG_BAR_READ: frozenset({BIG_XFER}),
+    BIG_XFER: frozenset({BIG_BEGIN, IDLE}),
+    FAILED: frozenset(),
+    CRASHED: frozenset(),
+}
+DEAD_PHASES = frozenset({FAILED, CRASHED})
+
+
+def phase_step_allowed(old: str, new: str) -> bool:
+    """Whether a rank may move from phase ``old`` to ``new`` in one step."""
+    return new == old or new in NEXT_PHASES[old] or (new in DEAD_PHASES
+                                                      and old not in DEAD_PHASES)
+
 
 WINDOW_BARRIER = 0xD1
 BIG_MAGIC = 0xB16
@@ -75,7 +117,7 @@ class Rank:
 
     @property
     def alive(self) -> bool:
-        return self.phase not in (FAILED, CRASHED)
+        return self.phase not in DEAD_PHASES
 
 
 @dataclass(frozen=True)

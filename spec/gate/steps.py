@@ -58,7 +58,18 @@ from verbspec.spec.gate.state import (
     Observation,
     Rank,
     WRView,
+    phase_step_allowed,
     view,
+)
+from verbspec.spec.gate.variants import (
+    DEPTH_MISMATCH,
+    DRAIN_WITHOUT_RENDEZVOUS,
+    NO_BARRIER,
+    NO_SEQ_CHECK,
+    SIGNAL_LAST_ONLY,
+    STRAY_SEND_COMPLETION,
+    STRAY_WARM_RECEIVE,
+    TAG_EVERY_CHUNK,
 )
 from verbspec.spec.lts import Action
 from verbspec.spec.tuples import set_item
@@ -97,7 +108,7 @@ class GateSpec:
         self.chunks = c.chunks
         # ds4 never negotiates depths; the depth-mismatch variant grants rank 1 a 64-deep queue
         self.rq_grant = (c.rq_depth, min(c.rq_depth, c.chain_max)
-                         if "depth-mismatch" in variants else c.rq_depth)
+                         if DEPTH_MISMATCH.on(variants) else c.rq_depth)
         self.big_sizes = (tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
                           if c.big_gates else ())
 
@@ -117,7 +128,11 @@ class GateSpec:
         return Observation(r, views=(view(s.ranks[0]), view(s.ranks[1])), **kw)
 
     def _put(self, s: GateState, r: int, **changes) -> GateState:
-        return replace(s, ranks=set_item(s.ranks, r, replace(s.ranks[r], **changes)))
+        rk = s.ranks[r]
+        if "phase" in changes and not phase_step_allowed(rk.phase, changes["phase"]):
+            raise AssertionError(f"spec bug: rank {r} moved from phase {rk.phase} to "
+                                 f"{changes['phase']}, not an edge of NEXT_PHASES")
+        return replace(s, ranks=set_item(s.ranks, r, replace(rk, **changes)))
 
     def _fail(self, s: GateState, r: int, msg: str, **kw) -> tuple[GateState, Observation]:
         s = self._put(s, r, phase=FAILED, error=msg, died_in=s.ranks[r].phase)
@@ -155,7 +170,7 @@ class GateSpec:
         watermark moves when the slot is whole (every chunk in the tag-every-chunk variant)."""
         c, peer = self.cfg, 1 - r
         last = self.chunks - 1
-        every = "tag-every-chunk" in self.v
+        every = TAG_EVERY_CHUNK.on(self.v)
         return tuple(
             RecvWR(seq if (k == last or every) else 0, "in", c.slot(seq), k * c.max_msg,
                    c.chunk_len(k), Payload("gate", peer, seq, k))
@@ -188,7 +203,7 @@ class GateSpec:
         rk = s.ranks[r]
         if layer * 2 + gate != self.cfg.slot(seq):
             return self._fail(s, r, f"gate order broke: layer {layer} gate {gate} vs seq {seq}")
-        if seq != rk.last_gate_seq + 1 and "no-seq-check" not in self.v:
+        if seq != rk.last_gate_seq + 1 and not NO_SEQ_CHECK.on(self.v):
             return self._fail(s, r, f"gate seq {seq} out of order after gate {rk.last_gate_seq}")
         if rk.op == len(s.script):
             s = replace(s, script=s.script + (0,))
@@ -216,7 +231,7 @@ class GateSpec:
             s = replace(s, script=s.script + (chunks,))
         # ds4 drains only after the header exchange, which is the rendezvous that brings both
         # ranks to the switch together; the variant drains first.
-        early = "drain-without-rendezvous" in self.v and rk.window_active
+        early = DRAIN_WITHOUT_RENDEZVOUS.on(self.v) and rk.window_active
         s = self._put(s, r, big_no=rk.big_no + 1, big_chunks=chunks, big_base=0, hdr_ok=False,
                       phase=DRAIN_POST if early else BIG_HDR_SEND)
         return s, self._obs(s, r)
@@ -237,7 +252,7 @@ class GateSpec:
             wrs += self.gate_recv_chain(r, q)
         s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
         s = self._chain_check(s, r, self.chunks, "receive")
-        if "no-barrier" in self.v:
+        if NO_BARRIER.on(self.v):
             s = self._put(s, r, window_active=True, phase=SEND)
         else:
             s = self._put(s, r, phase=ARM_BAR_SEND)
@@ -279,7 +294,7 @@ class GateSpec:
     def do_gate_send(self, s: GateState, r: int):
         """Post the gate's send chain from its out-slot: one WR per chunk, wr_id = seq."""
         c, rk = self.cfg, s.ranks[r]
-        last_only = "signal-last-only" in self.v
+        last_only = SIGNAL_LAST_ONLY.on(self.v)
         wrs = tuple(
             SendWR(rk.seq, "out", c.slot(rk.seq), k * c.max_msg, c.chunk_len(k),
                    (k == self.chunks - 1) or not last_only, Payload("gate", r, rk.seq, k))
@@ -309,7 +324,7 @@ class GateSpec:
                 return self._fail(s, r, f"rdma completion error: {c.status} "
                                         f"({c.opcode} wr_id {c.wr_id:#x})", polled=polled)
             if c.opcode == "send":
-                if c.wr_id & TAG_WARM and "stray-send-completion" not in self.v:
+                if c.wr_id & TAG_WARM and not STRAY_SEND_COMPLETION.on(self.v):
                     continue    # a warm-up leftover is not one of ours
                 rk = replace(rk, send_outstanding=max(0, rk.send_outstanding - 1))
                 if c.wr_id & TAG_BULK:
@@ -318,7 +333,7 @@ class GateSpec:
                     elif rk.phase == BIG_XFER:
                         rk = replace(rk, big_send_done=rk.big_send_done + 1)
                 continue
-            if c.wr_id & TAG_WARM and "stray-warm-receive" not in self.v:
+            if c.wr_id & TAG_WARM and not STRAY_WARM_RECEIVE.on(self.v):
                 continue
             if rk.phase == BIG_XFER:
                 idx = c.wr_id & ~TAG_MASK
@@ -401,7 +416,7 @@ class GateSpec:
                                     f"({rk.big_chunks} chunks) vs peer {_describe(item)}",
                               tcp_in=(item,))
         own = self.rq_grant[r]
-        depth = own if "depth-mismatch" in self.v else min(own, item.depth)
+        depth = own if DEPTH_MISMATCH.on(self.v) else min(own, item.depth)
         s = self._put(s, r, hdr_ok=True, big_depth=self.cfg.big_window(depth),
                       phase=DRAIN_POST if rk.window_active else BIG_BEGIN)
         return s, self._obs(s, r, tcp_in=(item,))
@@ -629,9 +644,9 @@ class GateSpec:
     def en_stray_completion(self, s: GateState):
         """Warm-up leftovers: setup's warm-up exchange (wr_id 1<<62) completing late."""
         kinds = []
-        if self.cfg.faults or "stray-send-completion" in self.v:
+        if self.cfg.faults or STRAY_SEND_COMPLETION.on(self.v):
             kinds.append("send")
-        if self.cfg.faults or "stray-warm-receive" in self.v:
+        if self.cfg.faults or STRAY_WARM_RECEIVE.on(self.v):
             kinds.append("recv")
         for r in (0, 1):
             rk = s.ranks[r]

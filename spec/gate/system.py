@@ -15,6 +15,7 @@ from verbspec.spec.actions import action_names
 from verbspec.spec.fabric import completes, new_fabric
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import (
+    BIG_BEGIN,
     BIG_PHASES,
     FAILED,
     IDLE,
@@ -22,49 +23,12 @@ from verbspec.spec.gate.state import (
     Rank,
 )
 from verbspec.spec.gate.steps import DOCUMENTED_ERRORS, GateSpec
+from verbspec.spec.gate.variants import VARIANTS
 from verbspec.spec.lts import Invariant
-from verbspec.spec.params import Variant, check_values, check_variants
+from verbspec.spec.params import check_values, check_variants
 
 PROTOCOL = "gate"
 
-VARIANTS: tuple[Variant, ...] = (
-    Variant("no-barrier",
-            "arming posts the window's receives and sends at once, without the 0xD1 TCP barrier",
-            "no_silent_drop: a first gate reaches a peer that has not posted its window yet; "
-            "UC drops it while the sender completes"),
-    Variant("tag-every-chunk",
-            "every chunk's receive carries wr_id = seq, not only the last chunk's",
-            "watermark_sound: recv_done passes a gate when its first chunk lands"),
-    Variant("signal-last-only",
-            "a gate's send chain signals only its last WR and counts the chain once, while the "
-            "provider completes every WR",
-            "send_accounting: send_outstanding under-counts, so a drain can end while a send "
-            "still reads its buffer"),
-    Variant("stray-send-completion",
-            "every send completion decrements send_outstanding, whatever its tag",
-            "send_accounting: a warm-up leftover completion makes send_outstanding under-count"),
-    Variant("stray-warm-receive",
-            "every receive completion raises recv_done to its wr_id, tag bits included",
-            "watermark_sound: a warm-up leftover (wr_id 1<<62) lifts recv_done to 2^62 and every "
-            "later gate passes without waiting (in a big-gate window it fails the window "
-            "instead: no_deadlock)"),
-    Variant("no-seq-check",
-            "gate() accepts any seq, not only last_gate_seq + 1",
-            "chunk_alignment: a skipped seq pairs one gate's send with another's receive; a "
-            "repeated seq returns at once with stale data (watermark_sound, gate_order)"),
-    Variant("depth-mismatch",
-            "rank 1 is granted a chain_max-deep receive queue and big-gate windows are not "
-            "negotiated: each rank uses its own depth",
-            "no_silent_drop: rank 0's big-gate window overruns rank 1's receives while the "
-            "barrier tags still agree (or the ranks deadlock on the next barrier)"),
-    Variant("drain-without-rendezvous",
-            "a rank drains its window as soon as its application starts a big gate, before the "
-            "big-gate header exchange",
-            "no_silent_drop, watermark_sound or no_deadlock: a dummy reaches a peer still "
-            "closing its last gate; it is dropped (no receive reposted yet) or reaped as a gate "
-            "arrival (raising recv_done past what landed), and the peer's drain never counts "
-            "its window"),
-)
 
 INVARIANT_DOCS: dict[str, str] = {
     "no_silent_drop": "no SEND ever reaches a UC queue pair with no receive posted",
@@ -144,7 +108,7 @@ class GateSystem:
 
     def inv_mode_exclusive(self, s: GateState) -> str | None:
         for r, rk in enumerate(s.ranks):
-            if rk.window_active and rk.phase in BIG_PHASES - {"big_begin"}:
+            if rk.window_active and rk.phase in BIG_PHASES - {BIG_BEGIN}:
                 return f"rank {r} runs a big-gate window while its decode window is active"
             rq = s.fabric.qps[r].rq
             if any(w.buf == "stage" for w in rq) and any(w.buf == "in" for w in rq):

@@ -24,7 +24,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from verbspec.spec.actions import action, bind
-from verbspec.spec.params import ParamSpec, Variant, check_values, check_variants
+from verbspec.spec.params import ParamSpec, check_values, check_variants
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
 from verbspec.spec.tagmatch.invariants import invariants
@@ -42,6 +42,17 @@ from verbspec.spec.tagmatch.state import (  # noqa: F401  (re-exported for users
     Params,
     State,
     StepObs,
+)
+from verbspec.spec.tagmatch.variants import (
+    EAGER_COMPLETE_ON_POST,
+    FIN_BEFORE_READ,
+    NO_SHADOW_CLAIM,
+    OFFLOAD_BEHIND_SOFTWARE,
+    OFFLOAD_NO_SYNC,
+    SILENT_TRUNCATION,
+    UNEXPECTED_NEWEST_FIRST,
+    VARIANTS,
+    WILDCARD_LAST,
 )
 from verbspec.spec.tuples import set_item
 
@@ -62,38 +73,6 @@ PARAMS = (
     ParamSpec("probe", int, 1, "1: the receiver may probe", lo=0, hi=1),
 )
 
-VARIANTS = (
-    Variant("offload-no-sync",
-            "hardware keeps matching after it reports an unexpected message, without waiting "
-            "for an op carrying software's unexpected count",
-            "mpi_order: m1 is reported unexpected, b1 is handed to hardware, m2 matches b1 in "
-            "hardware, and m1 (earlier, also matching b1) is left unexpected"),
-    Variant("wildcard-last",
-            "an arriving message is checked against fully specified receives before wildcard ones",
-            "mpi_order: a message takes a later specific receive while an earlier matching "
-            "wildcard receive is still posted"),
-    Variant("unexpected-newest-first",
-            "a newly posted receive searches the unexpected list from its newest end",
-            "mpi_order: a receive takes a later message while an earlier matching one waits"),
-    Variant("no-shadow-claim",
-            "software matches a message hardware reported unexpected against the receives it "
-            "keeps itself only, not against its shadow of the hardware list",
-            "offload_refines_software: a message reported unexpected while its receive was "
-            "being handed to hardware waits forever beside that receive (no_lost_message)"),
-    Variant("offload-behind-software",
-            "a receive is handed to hardware even when an earlier receive is kept in software",
-            "shadow_consistent: hardware no longer holds a head of the posted list, so a "
-            "hardware match can overtake an earlier software receive (mpi_order)"),
-    Variant("fin-before-read",
-            "the receiver sends FIN when it starts the RDMA READ instead of when it completes",
-            "rndv_buffer_safety: the sender reuses its buffer while the READ still reads it"),
-    Variant("eager-complete-on-post",
-            "the eager send completes when posted, before the payload left the sender",
-            "eager_buffer_safety: the buffer is reusable while its payload is still on the wire"),
-    Variant("silent-truncation",
-            "a message longer than its receive buffer completes the receive without an error",
-            "truncation_reported: a truncated receive reports success"),
-)
 
 
 class TagMatchSystem:
@@ -102,14 +81,14 @@ class TagMatchSystem:
     def __init__(self, params: Params, variants: tuple[str, ...] = ()):
         self.params = params
         self.variants = variants
-        self.rules = tm.Rules(wildcard_last="wildcard-last" in variants,
-                              newest_first="unexpected-newest-first" in variants)
-        self.handshake = "offload-no-sync" not in variants
-        self.shadow_claims = "no-shadow-claim" not in variants
-        self.head_only = "offload-behind-software" not in variants
-        self.fin_early = "fin-before-read" in variants
-        self.eager_on_post = "eager-complete-on-post" in variants
-        self.silent_trunc = "silent-truncation" in variants
+        self.rules = tm.Rules(wildcard_last=WILDCARD_LAST.on(variants),
+                              newest_first=UNEXPECTED_NEWEST_FIRST.on(variants))
+        self.handshake = not OFFLOAD_NO_SYNC.on(variants)
+        self.shadow_claims = not NO_SHADOW_CLAIM.on(variants)
+        self.head_only = not OFFLOAD_BEHIND_SOFTWARE.on(variants)
+        self.fin_early = FIN_BEFORE_READ.on(variants)
+        self.eager_on_post = EAGER_COMPLETE_ON_POST.on(variants)
+        self.silent_trunc = SILENT_TRUNCATION.on(variants)
         self.offload = params.capacity > 0
         self.actions = bind(self)
         self.invariants = invariants(self)

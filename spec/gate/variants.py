@@ -1,0 +1,69 @@
+"""The gate protocol's named variants: each a documented switch that reproduces a known
+weakness, with what it changes and which invariant it breaks."""
+
+from __future__ import annotations
+
+from verbspec.spec.params import Variant
+
+NO_BARRIER = Variant(
+    "no-barrier",
+    "arming posts the window's receives and sends at once, without the 0xD1 TCP barrier",
+    "no_silent_drop: a first gate reaches a peer that has not posted its window yet; "
+    "UC drops it while the sender completes")
+
+TAG_EVERY_CHUNK = Variant(
+    "tag-every-chunk",
+    "every chunk's receive carries wr_id = seq, not only the last chunk's",
+    "watermark_sound: recv_done passes a gate when its first chunk lands")
+
+SIGNAL_LAST_ONLY = Variant(
+    "signal-last-only",
+    "a gate's send chain signals only its last WR and counts the chain once, while the "
+    "provider completes every WR",
+    "send_accounting: send_outstanding under-counts, so a drain can end while a send "
+    "still reads its buffer")
+
+STRAY_SEND_COMPLETION = Variant(
+    "stray-send-completion",
+    "every send completion decrements send_outstanding, whatever its tag",
+    "send_accounting: a warm-up leftover completion makes send_outstanding under-count")
+
+STRAY_WARM_RECEIVE = Variant(
+    "stray-warm-receive",
+    "every receive completion raises recv_done to its wr_id, tag bits included",
+    "watermark_sound: a warm-up leftover (wr_id 1<<62) lifts recv_done to 2^62 and every "
+    "later gate passes without waiting (in a big-gate window it fails the window "
+    "instead: no_deadlock)")
+
+NO_SEQ_CHECK = Variant(
+    "no-seq-check",
+    "gate() accepts any seq, not only last_gate_seq + 1",
+    "chunk_alignment: a skipped seq pairs one gate's send with another's receive; a "
+    "repeated seq returns at once with stale data (watermark_sound, gate_order)")
+
+DEPTH_MISMATCH = Variant(
+    "depth-mismatch",
+    "rank 1 is granted a chain_max-deep receive queue and big-gate windows are not "
+    "negotiated: each rank uses its own depth",
+    "no_silent_drop: rank 0's big-gate window overruns rank 1's receives while the "
+    "barrier tags still agree (or the ranks deadlock on the next barrier)")
+
+DRAIN_WITHOUT_RENDEZVOUS = Variant(
+    "drain-without-rendezvous",
+    "a rank drains its window as soon as its application starts a big gate, before the "
+    "big-gate header exchange",
+    "no_silent_drop, watermark_sound or no_deadlock: a dummy reaches a peer still "
+    "closing its last gate; it is dropped (no receive reposted yet) or reaped as a gate "
+    "arrival (raising recv_done past what landed), and the peer's drain never counts "
+    "its window")
+
+VARIANTS: tuple[Variant, ...] = (
+    NO_BARRIER,
+    TAG_EVERY_CHUNK,
+    SIGNAL_LAST_ONLY,
+    STRAY_SEND_COMPLETION,
+    STRAY_WARM_RECEIVE,
+    NO_SEQ_CHECK,
+    DEPTH_MISMATCH,
+    DRAIN_WITHOUT_RENDEZVOUS,
+)
