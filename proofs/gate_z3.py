@@ -2113,7 +2113,7 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
             detail = (f"{kind} of the spec, {run.moves} moves, every step a step of the "
                       f"model: {run.trace.message}")
             if trace_dir is not None:
-                from verbspec.spec.itf import write_trace
+                from verbspec.proofs.traces import write_trace
 
                 path = str(write_trace(run.trace, trace_dir / trace_name(
                     "gate", "prove", name, variants)))

@@ -16,9 +16,9 @@ from verbspec.proofs.explore import explore
 from verbspec.proofs.protocols import CHECKS, Checks
 from verbspec.proofs.report import Result, trace_name
 from verbspec.proofs.search import SearchResult, bounded_search
+from verbspec.proofs.traces import write_trace
 from verbspec.proofs.walk import WalkResult, random_walks
 from verbspec.spec import protocols
-from verbspec.spec.itf import write_trace
 from verbspec.spec.lts import InvariantViolation, System
 
 METHODS = ("explore", "bmc", "prove")

@@ -17,8 +17,9 @@ from typing import Any
 from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.report import EXIT_INPUT, EXIT_OK, Result, exit_code
 from verbspec.proofs.run import METHODS, MethodUnavailable, Options, run_method
+from verbspec.proofs.traces import read_moves
 from verbspec.spec import protocols
-from verbspec.spec.itf import TraceFormatError, read_moves
+from verbspec.spec.itf import TraceFormatError
 from verbspec.spec.lts import InvariantViolation, replay
 from verbspec.spec.params import ParamError, check_variants, parse_assignments
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from verbspec.proofs.report import EXIT_INCONCLUSIVE, EXIT_OK
-from verbspec.spec.itf import write_trace
+from verbspec.proofs.traces import write_trace
 
 
 def _slug(text: str) -> str:

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from verbspec.proofs.traces import load_json
 from verbspec.spec.actions import name_of
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.itf import TraceFormatError, decode_states, load_json
+from verbspec.spec.itf import TraceFormatError, decode_states
 from verbspec.spec.tagmatch.system import TagMatchSystem
 
 EXIT_OK, EXIT_INPUT = 0, 3

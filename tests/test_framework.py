@@ -9,8 +9,9 @@ import pytest
 
 from verbspec.proofs.explore import explore
 from verbspec.proofs.search import bounded_search
+from verbspec.proofs.traces import read_moves, write_trace
 from verbspec.spec.gate.system import build
-from verbspec.spec.itf import decode, encode, read_moves, trace_to_itf, write_trace
+from verbspec.spec.itf import decode, encode, trace_to_itf
 from verbspec.spec.lts import Action, Invariant, InvariantViolation, replay
 
 

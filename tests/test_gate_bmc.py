@@ -13,10 +13,10 @@ import pytest
 
 from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.run import Options, run_bmc, run_method
+from verbspec.proofs.traces import read_moves
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate import system as gate_system
 from verbspec.spec.gate.system import VARIANTS, build
-from verbspec.spec.itf import read_moves
 from verbspec.spec.lts import Action, Invariant
 
 BMC_DEPTH = CHECKS["gate"].bmc_depth

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from verbspec.proofs.traces import read_moves
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate.system import INVARIANTS, VARIANTS
-from verbspec.spec.itf import read_moves
 
 # what each variant may break (the first invariant a reduced trace shows)
 BREAKS = {

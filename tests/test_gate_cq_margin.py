@@ -18,9 +18,9 @@ import pytest
 
 from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.run import Options, run_bmc, run_method
+from verbspec.proofs.traces import read_moves, write_trace
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate.system import FAULT_ACTIONS, build
-from verbspec.spec.itf import read_moves, write_trace
 from verbspec.spec.lts import InvariantViolation, replay
 
 BMC_DEPTH = CHECKS["gate"].bmc_depth

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from verbspec.proofs.explore import explore
+from verbspec.proofs.traces import write_trace
 from verbspec.refimpl.render import (
     build_gate,
     default_output,
@@ -20,7 +21,7 @@ from verbspec.refimpl.render import (
     validate,
 )
 from verbspec.spec.gate import system as gate_system
-from verbspec.spec.itf import TraceFormatError, decode, write_trace
+from verbspec.spec.itf import TraceFormatError, decode
 from verbspec.spec.tagmatch import system as tagmatch_system
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -8,8 +8,8 @@ import pytest
 from verbspec.proofs.explore import explore
 from verbspec.proofs.search import bounded_search
 from verbspec.proofs.tagmatch.prove import prove as tagmatch_prove
+from verbspec.proofs.traces import read_moves, write_trace
 from verbspec.spec import protocols
-from verbspec.spec.itf import read_moves, write_trace
 from verbspec.spec.lts import InvariantViolation, replay
 from verbspec.spec.params import ParamError
 from verbspec.spec.tagmatch import system as ts

@@ -9,7 +9,7 @@ from typing import Any
 from verbspec.proofs.report import Result, trace_name
 from verbspec.proofs.search import bounded_search
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
-from verbspec.spec.itf import write_trace
+from verbspec.proofs.traces import write_trace
 from verbspec.spec.tagmatch.system import INVARIANTS, PROTOCOL, build
 
 

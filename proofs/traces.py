@@ -1,0 +1,40 @@
+"""ITF trace files: a trace written compactly to disk, and read back with every problem named
+by its JSON path. The encoding itself is :mod:`verbspec.spec.itf`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from verbspec.spec.itf import TraceFormatError, decode_states, trace_to_itf
+from verbspec.spec.lts import Trace
+
+
+def write_trace(trace: Trace, path: Path) -> Path:
+    """Write the trace compactly, one state per line: long traces of full queues run to
+    hundreds of kilobytes per state, and line tools still find a step by its index."""
+    doc = trace_to_itf(trace)
+    head = {k: v for k, v in doc.items() if k != "states"}
+    tight = {"separators": (",", ":")}
+    lines = ",\n".join(json.dumps(st, **tight) for st in doc["states"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(head, **tight)[:-1] + ',"states":[\n' + lines + "\n]}\n")
+    return path
+
+
+def load_json(path: Path) -> Any:
+    """A trace file's JSON; TraceFormatError when it cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceFormatError(f"{path}: cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise TraceFormatError(f"{path}: not JSON: {e}") from None
+
+
+def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """Read an ITF trace written by verbspec: its ``#meta`` and its (action, args) moves after
+    the initial state. Raises TraceFormatError naming the JSON path of any problem."""
+    meta, states = decode_states(load_json(path))
+    return meta, [(action, args) for action, args, _ in states[1:]]
