@@ -36,6 +36,16 @@ class Result:
         return d
 
 
+@dataclass(frozen=True)
+class Obligation:
+    """One proof obligation a prover discharged or not: its name, verdict, time and notes."""
+
+    name: str
+    verdict: str        # "proved", or why not: "inconclusive", "violated", "unknown"
+    seconds: float
+    detail: str = ""
+
+
 def trace_name(protocol: str, method: str, invariant: str, variants: Sequence[str]) -> str:
     """File name of a counterexample trace: which protocol, variants, method and invariant."""
     tag = "-".join(variants) if variants else "base"

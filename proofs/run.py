@@ -14,9 +14,9 @@ from typing import Any
 
 from verbspec.proofs.explore import explore
 from verbspec.proofs.protocols import CHECKS, Checks
-from verbspec.proofs.report import Result, trace_name
+from verbspec.proofs.report import Result
 from verbspec.proofs.search import SearchResult, bounded_search
-from verbspec.proofs.traces import write_trace
+from verbspec.proofs.traces import save_counterexample
 from verbspec.proofs.walk import WalkResult, random_walks
 from verbspec.spec import protocols
 from verbspec.spec.lts import InvariantViolation, System
@@ -52,20 +52,13 @@ class MethodUnavailable(Exception):
     """The protocol has no checker for this method (yet); the message says so."""
 
 
-def trace_path(opts: Options, protocol: str, method: str, invariant: str,
-               variants: Sequence[str]) -> Path:
-    return opts.trace_dir / trace_name(protocol, method, invariant, variants)
-
-
 def _results(system: System, method: str, bound: str, seconds: float,
              violation: InvariantViolation | None, opts: Options,
              variants: Sequence[str], violated_bound: str | None = None) -> list[Result]:
     out = []
     path = None
     if violation is not None:
-        path = write_trace(violation.trace,
-                           trace_path(opts, system.protocol, method, violation.invariant,
-                                      variants))
+        path = save_counterexample(violation.trace, opts.trace_dir, method)
     for inv in system.invariants:
         if violation is not None and inv.name == violation.invariant:
             out.append(Result(inv.name, system.protocol, method, "violated",

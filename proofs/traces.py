@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from verbspec.proofs.report import trace_name
 from verbspec.spec.itf import TraceFormatError, decode_states, trace_to_itf
 from verbspec.spec.lts import Trace
 
@@ -21,6 +22,15 @@ def write_trace(trace: Trace, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(head, **tight)[:-1] + ',"states":[\n' + lines + "\n]}\n")
     return path
+
+
+def save_counterexample(trace: Trace, trace_dir: Path, method: str) -> str:
+    """Write a trace that ends in a violation where the checkers keep them, named after its
+    protocol, variants, the method that found it and the invariant it breaks; its path."""
+    if trace.violation is None:
+        raise ValueError("a counterexample trace must end in a violation")
+    name = trace_name(trace.protocol, method, trace.violation, trace.variants)
+    return str(write_trace(trace, Path(trace_dir) / name))
 
 
 def load_json(path: Path) -> Any:

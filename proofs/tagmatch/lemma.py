@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import z3
 
+from verbspec.proofs.report import Obligation
 from verbspec.spec.tagmatch import lists as tm
 
 ANY = tm.ANY
@@ -132,13 +133,6 @@ def no_matching_pair(posted: Lists, unexp: Lists) -> z3.BoolRef:
     return z3.ForAll([i, j], z3.Implies(
         z3.And(i >= 0, i < posted.n, j >= 0, j < unexp.n),
         z3.Not(matches(posted.at(i), unexp.at(j)))))
-
-
-@dataclass(frozen=True)
-class Obligation:
-    name: str
-    verdict: str      # "proved" | "violated" | "unknown"
-    seconds: float
 
 
 def _check(name: str, hyp: z3.BoolRef, timeout_ms: int) -> Obligation:

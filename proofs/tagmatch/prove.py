@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from verbspec.proofs.report import Result, trace_name
+from verbspec.proofs.report import Result
 from verbspec.proofs.search import bounded_search
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
-from verbspec.proofs.traces import write_trace
+from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.tagmatch.system import INVARIANTS, PROTOCOL, build
 
 
@@ -31,8 +31,7 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
     inst = ", ".join(f"{k}={v}" for k, v in system.param_dict().items())
     path = None
     if res.violation is not None and trace_dir is not None:
-        path = str(write_trace(res.violation.trace, trace_dir / trace_name(
-            PROTOCOL, "prove", res.violation.invariant, system.variants)))
+        path = save_counterexample(res.violation.trace, trace_dir, "prove")
     out = []
     for name in INVARIANTS:
         if res.violation is not None:

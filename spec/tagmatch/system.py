@@ -27,7 +27,7 @@ from verbspec.spec.actions import action, bind
 from verbspec.spec.params import ParamSpec, check_values, check_variants
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
-from verbspec.spec.tagmatch.invariants import invariants
+from verbspec.spec.tagmatch.invariants import INVARIANTS, invariants
 from verbspec.spec.tagmatch.state import (  # noqa: F401  (re-exported for users)
     CANCELLED,
     FIN_EARLY,
@@ -342,3 +342,7 @@ def build(values: Mapping[str, Any] | None = None, variants: Iterable[str] = ()
           ) -> TagMatchSystem:
     vals = check_values(PARAMS, values or {})
     return TagMatchSystem(Params(**vals), check_variants(VARIANTS, variants))
+
+
+# the protocol module's interface (spec/protocols.py)
+__all__ = ["PROTOCOL", "PARAMS", "VARIANTS", "INVARIANTS", "TagMatchSystem", "build"]
