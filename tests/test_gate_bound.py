@@ -6,12 +6,13 @@ potential that a step raises by more than one is caught."""
 from __future__ import annotations
 
 import z3
+from configs import GATE_SMALL
 
 from verbspec.proofs import gate_bound as gb
 from verbspec.proofs import gate_z3 as gz
 from verbspec.proofs.solving import Solvers
 
-SMALL = {"window": 2, "vec_bytes": 16384, "chain_max": 4}
+SMALL = GATE_SMALL
 SHORTEST = 18 + 2 * (4 + 1)     # breadth-first search's shortest dropping run at SMALL
 
 

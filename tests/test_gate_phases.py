@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from configs import GATE_SMALL
 
 from verbspec.spec.gate.state import DEAD_PHASES, NEXT_PHASES, phase_step_allowed
 from verbspec.spec.gate.steps import GateSpec
@@ -14,7 +15,7 @@ from verbspec.spec.gate.system import build
 from verbspec.spec.gate.variants import DRAIN_WITHOUT_RENDEZVOUS, NO_BARRIER
 from verbspec.spec.lts import enabled_moves
 
-SMALL = {"window": 2, "vec_bytes": 16384, "chain_max": 4}
+SMALL = GATE_SMALL
 
 
 def walk_edges(values: dict, variants: tuple[str, ...], walks: int, seed: int) -> set:

@@ -4,27 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from verbspec.spec.actions import declared
 from verbspec.spec.fabric import TAG_BULK, TAG_WARM
 from verbspec.spec.gate.state import WRView
+from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
 from verbspec.spec.lts import InvariantViolation, replay
 
+PARAMS = {d.name: d.params for d in declared(GateSpec)}
+
 
 def moves(*steps: tuple) -> list[tuple[str, dict]]:
-    """("reap", 1) -> ("reap", {"rank": 1}); fabric steps name their source rank."""
-    out = []
-    for name, *args in steps:
-        if name in ("deliver", "lose"):
-            out.append((name, {"src": args[0]}))
-        elif name in ("call_gate", "bad_call"):
-            out.append((name, dict(zip(("rank", "layer", "gate", "seq"), args, strict=True))))
-        elif name == "call_big":
-            out.append((name, {"rank": args[0], "chunks": args[1]}))
-        elif name == "stray_completion":
-            out.append((name, {"rank": args[0], "kind": args[1]}))
-        else:
-            out.append((name, {"rank": args[0]}))
-    return out
+    """("reap", 1) -> ("reap", {"rank": 1}): arguments named as the action declares them."""
+    return [(name, dict(zip(PARAMS[name], args, strict=True))) for name, *args in steps]
 
 
 ARMED = (("setup", 0), ("setup", 1), ("call_gate", 0, 0, 0, 1), ("call_gate", 1, 0, 0, 1),
@@ -45,8 +37,8 @@ def run(system, *steps):
     return replay(system, moves(*steps))
 
 
-def test_arming_posts_the_window_with_the_seq_on_the_last_chunk_only():
-    t = run(build({}), *ARMED[:5])
+def test_arming_posts_the_window_with_the_seq_on_the_last_chunk_only(gate_system):
+    t = run(gate_system, *ARMED[:5])
     obs = t.steps[-1].obs
     assert len(obs.recvs) == 16 * 2
     # gate 1 in slot 0, gate 2 in slot 1 (24576-byte slots); chunks of 16384 + 8192 bytes
@@ -56,8 +48,8 @@ def test_arming_posts_the_window_with_the_seq_on_the_last_chunk_only():
     assert t.steps[1].obs.log == ("rdma gate vectors ride as 2 chunked messages",)
 
 
-def test_one_gate_each_way_then_repost_of_seq_plus_window():
-    t = run(build({}), *ARMED, *gate_exchange(1))
+def test_one_gate_each_way_then_repost_of_seq_plus_window(gate_system):
+    t = run(gate_system, *ARMED, *gate_exchange(1))
     by_action = {(s.action, tuple(s.args.values())): s.obs for s in t.steps[1:]}
     send = by_action[("gate_send", (0,))]
     assert send.sends == (WRView(1, "out", 0, 16384, True), WRView(1, "out", 16384, 8192, True))
@@ -74,8 +66,8 @@ def test_one_gate_each_way_then_repost_of_seq_plus_window():
     assert final.ranks[0].held == () and final.ranks[1].held == ()
 
 
-def test_barrier_is_crossed_once_per_arming_not_per_gate():
-    t = run(build({}), *ARMED, *gate_exchange(1), ("call_gate", 0, 0, 1, 2),
+def test_barrier_is_crossed_once_per_arming_not_per_gate(gate_system):
+    t = run(gate_system, *ARMED, *gate_exchange(1), ("call_gate", 0, 0, 1, 2),
             ("call_gate", 1, 0, 1, 2), *gate_exchange(2))
     assert [s.action for s in t.steps].count("barrier_write") == 2
     assert t.steps[-1].state.ranks[0].recv_done == 2
@@ -134,15 +126,15 @@ def _drive(system, trace, stop):
     raise AssertionError("did not stop")
 
 
-def test_gate_order_broke_is_refused_before_any_state_changes():
-    t = run(build({}), ("setup", 0), ("bad_call", 0, 1, 0, 1))
+def test_gate_order_broke_is_refused_before_any_state_changes(gate_system):
+    t = run(gate_system, ("setup", 0), ("bad_call", 0, 1, 0, 1))
     rk = t.steps[-1].state.ranks[0]
     assert rk.error == "gate order broke: layer 1 gate 0 vs seq 1"
     assert rk.last_gate_seq == 0 and t.steps[-1].state.fabric.qps[0].rq == ()
 
 
-def test_out_of_order_seq_is_refused():
-    t = run(build({}), ("setup", 0), ("bad_call", 0, 0, 1, 2))
+def test_out_of_order_seq_is_refused(gate_system):
+    t = run(gate_system, ("setup", 0), ("bad_call", 0, 0, 1, 2))
     assert t.steps[-1].state.ranks[0].error == "gate seq 2 out of order after gate 0"
 
 
@@ -183,19 +175,19 @@ def test_error_completion_fails_the_wait():
         "rdma completion error: transport retry counter exceeded")
 
 
-def test_timeouts_and_dead_peers_end_waits_with_documented_errors():
-    t = run(build({}), *ARMED, ("gate_send", 0), ("timeout", 0))
+def test_timeouts_and_dead_peers_end_waits_with_documented_errors(gate_system):
+    t = run(gate_system, *ARMED, ("gate_send", 0), ("timeout", 0))
     assert t.steps[-1].state.ranks[0].error == "timeout waiting gate seq 1 (recv_done 0)"
-    t = run(build({}), *ARMED, ("gate_send", 0), ("crash", 1), ("peer_gone", 0))
+    t = run(gate_system, *ARMED, ("gate_send", 0), ("crash", 1), ("peer_gone", 0))
     assert t.steps[-1].state.ranks[0].error == "peer disconnected during RDMA gate"
-    t = run(build({}), ("setup", 0), ("setup", 1), ("call_gate", 0, 0, 0, 1), ("arm_post", 0),
+    t = run(gate_system, ("setup", 0), ("setup", 1), ("call_gate", 0, 0, 0, 1), ("arm_post", 0),
             ("barrier_write", 0), ("crash", 1), ("peer_gone", 0))
     assert t.steps[-1].state.ranks[0].error == "peer closed the TCP channel during the window " \
                                                "barrier"
 
 
-def test_warm_up_leftovers_are_ignored_by_the_base_protocol():
-    t = run(build({}), *ARMED, ("stray_completion", 0, "recv"), ("stray_completion", 0, "send"),
+def test_warm_up_leftovers_are_ignored_by_the_base_protocol(gate_system):
+    t = run(gate_system, *ARMED, ("stray_completion", 0, "recv"), ("stray_completion", 0, "send"),
             *gate_exchange(1))
     rk = t.steps[-1].state.ranks[0]
     assert rk.recv_done == 1 and rk.send_outstanding == 0

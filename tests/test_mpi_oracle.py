@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require
 from tagmatch_cases import EAGER_LIMIT, case_events
 
 from verbspec.refimpl import scenario as sc
@@ -60,9 +61,7 @@ def _launch(tmp: Path, seed: int, ranks: int, cases: int) -> tuple[list[dict], d
 
 @pytest.fixture(scope="module")
 def oracle_runs(tmp_path_factory):
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
+    require("mpi", _skip_reason())
     tmp = tmp_path_factory.mktemp("mpi")
     per = -(-CASES // len(LAUNCHES))
     t0 = time.perf_counter()

@@ -5,6 +5,8 @@ scanned)."""
 from __future__ import annotations
 
 import ast
+import inspect
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,3 +117,21 @@ def test_the_scan_finds_a_planted_retyping(tmp_path):
     found = scan(tmp_path, ("spec",))
     assert retyped(found, ["no-barrier"], True) == {"no-barrier": ["spec/a.py:2", "spec/b.py:1"]}
     assert retyped(found, ["reap"], False) == {}
+
+
+def test_each_action_names_exactly_its_step_arguments(protocol_system):
+    for act in protocol_system.actions:
+        state, *args = inspect.signature(act.apply).parameters
+        assert len(args) == len(act.params), act.name
+        assert act.doc and act.doc != act.name, f"{act.name} has no docstring"
+
+
+def test_the_docs_action_table_lists_exactly_the_gate_actions():
+    text = (ROOT / "docs" / "gate.md").read_text()
+    table = text[text.index("| action | step |"):]
+    table = table[:table.index("\n\n")]
+    documented = {m for row in table.splitlines()[2:]
+                  for m in re.findall(r"`(\w+)(?:\(|`)", row.split("|")[1] + row.split("|")[2]
+                                      if row.split("|")[1].strip() == "faults"
+                                      else row.split("|")[1])}
+    assert documented == {d.name for d in declared(GateSpec)}
