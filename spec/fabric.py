@@ -1,6 +1,8 @@
 """The fabric model: queue pairs, completion queues, the wire and the TCP side channel.
 
-Pure values and pure functions; nothing here knows about gates. The rules that matter:
+Pure values and pure functions for two endpoints; nothing here knows about gates: payloads and
+TCP items are the protocol's own values (spec/gate/wire.py), carried unread. The rules that
+matter:
 - UC delivers in order and drops a SEND that finds no posted receive, while the sender's send
   already completed successfully (UC completes a send when it leaves the sender);
 - RC completes a send when the responder acknowledges it; with no receive posted the responder
@@ -12,13 +14,9 @@ Pure values and pure functions; nothing here knows about gates. The rules that m
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from verbspec.spec.tuples import set_item
-
-# wr_id tag bits: gate receives and sends carry bare sequence numbers
-TAG_BULK = 1 << 63      # drain dummies and big-gate chunks: BULK | index
-TAG_WARM = 1 << 62      # warm-up exchanges at setup
-TAG_MASK = TAG_BULK | TAG_WARM
 
 ST_OK = "success"
 ST_LEN = "local length error"
@@ -29,38 +27,24 @@ ST_REM_INV = "remote invalid request error"
 
 
 @dataclass(frozen=True)
-class Payload:
-    """Ghost identity of the bytes a message carries, so checkers can see what landed where.
-
-    kind: "gate" (seq, chunk), "dummy" (seq = the sender's last gate, chunk = index),
-    "big" (seq = chunk index in the big gate, chunk = big-gate number), "warm".
-    """
-
-    kind: str
-    origin: int
-    seq: int
-    chunk: int
-
-
-@dataclass(frozen=True)
 class RecvWR:
     wr_id: int
-    buf: str            # "in" (gate slab) or "stage" (big-gate staging)
+    buf: str            # the registered region the buffer lies in (the protocol names them)
     slot: int
     offset: int         # byte offset inside the slot
     length: int
-    want: Payload       # what the protocol posted this buffer for (ghost)
+    want: Any           # what the protocol posted this buffer for (ghost)
 
 
 @dataclass(frozen=True)
 class SendWR:
     wr_id: int
-    buf: str            # "out" (gate slab), "stage" (big-gate staging) or "none" (dummy)
+    buf: str            # the registered region it reads from ("none": no payload)
     slot: int
     offset: int
     length: int
     signaled: bool
-    payload: Payload
+    payload: Any        # ghost identity of the bytes it carries
 
 
 @dataclass(frozen=True)
@@ -69,14 +53,14 @@ class CQE:
     wr_id: int
     status: str
     byte_len: int
-    payload: Payload    # what landed (recv) or what left (send); ghost
+    payload: Any        # what landed (recv) or what left (send); ghost
 
 
 @dataclass(frozen=True)
 class Message:
     wr_id: int          # the sender's WR, for RC acknowledgement
     length: int
-    payload: Payload
+    payload: Any
     signaled: bool
 
 
@@ -91,20 +75,10 @@ class QP:
 
 
 @dataclass(frozen=True)
-class TcpItem:
-    """One write on the TCP side channel: a barrier byte or a big-gate header."""
-
-    kind: str           # "byte" | "header"
-    value: int          # the byte, or the header's big-gate number
-    chunks: int = 0     # header: chunks of the big gate
-    depth: int = 0      # header: the sender's granted receive depth
-
-
-@dataclass(frozen=True)
 class Fabric:
     qps: tuple[QP, QP]
     wire: tuple[tuple[Message, ...], tuple[Message, ...]] = ((), ())   # wire[r]: from r
-    tcp: tuple[tuple[TcpItem, ...], tuple[TcpItem, ...]] = ((), ())    # tcp[r]: from r
+    tcp: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())    # tcp[r]: items written by r
     unsignaled_completions: bool = True    # provider quirk: unsignaled sends complete too
 
 
@@ -216,11 +190,11 @@ def poll(fab: Fabric, r: int, n: int) -> tuple[tuple[CQE, ...], Fabric]:
     return got, set_qp(fab, r, replace(qp, cq=rest))
 
 
-def tcp_write(fab: Fabric, r: int, item: TcpItem) -> Fabric:
+def tcp_write(fab: Fabric, r: int, item: Any) -> Fabric:
     return replace(fab, tcp=set_item(fab.tcp, r, fab.tcp[r] + (item,)))
 
 
-def tcp_read(fab: Fabric, r: int) -> tuple[TcpItem, Fabric]:
+def tcp_read(fab: Fabric, r: int) -> tuple[Any, Fabric]:
     """Read the next item rank ``r`` receives (written by the peer)."""
     src = 1 - r
     item = fab.tcp[src][0]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from verbspec.spec.actions import declared
-from verbspec.spec.fabric import TAG_BULK, TAG_WARM
 from verbspec.spec.gate.state import WRView
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
+from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM
 from verbspec.spec.lts import InvariantViolation, replay
 
 PARAMS = {d.name: d.params for d in declared(GateSpec)}

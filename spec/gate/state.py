@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verbspec.spec.fabric import Fabric, TcpItem
+from verbspec.spec.fabric import Fabric
+from verbspec.spec.gate.wire import TcpItem
 
 # Phases of a rank. A phase names the protocol step the rank will take next.
 INIT, IDLE, HOLD = "init", "idle", "hold"

@@ -17,15 +17,7 @@ from functools import cached_property
 
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import action, bind
-from verbspec.spec.fabric import (
-    TAG_BULK,
-    TAG_MASK,
-    TAG_WARM,
-    Payload,
-    RecvWR,
-    SendWR,
-    TcpItem,
-)
+from verbspec.spec.fabric import RecvWR, SendWR
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
     ARM_BAR_READ,
@@ -71,6 +63,7 @@ from verbspec.spec.gate.variants import (
     STRAY_WARM_RECEIVE,
     TAG_EVERY_CHUNK,
 )
+from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpItem
 from verbspec.spec.lts import Action
 from verbspec.spec.tuples import set_item
 

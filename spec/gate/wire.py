@@ -1,0 +1,34 @@
+"""What the gate protocol puts on the fabric: its wr_id tag bits, the ghost identity of each
+message's bytes, and the items it writes on the TCP side channel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# wr_id tag bits: gate receives and sends carry bare sequence numbers
+TAG_BULK = 1 << 63      # drain dummies and big-gate chunks: BULK | index
+TAG_WARM = 1 << 62      # warm-up exchanges at setup
+TAG_MASK = TAG_BULK | TAG_WARM
+
+@dataclass(frozen=True)
+class Payload:
+    """Ghost identity of the bytes a message carries, so checkers can see what landed where.
+
+    kind: "gate" (seq, chunk), "dummy" (seq = the sender's last gate, chunk = index),
+    "big" (seq = chunk index in the big gate, chunk = big-gate number), "warm".
+    """
+
+    kind: str
+    origin: int
+    seq: int
+    chunk: int
+
+
+@dataclass(frozen=True)
+class TcpItem:
+    """One write on the TCP side channel: a barrier byte or a big-gate header."""
+
+    kind: str           # "byte" | "header"
+    value: int          # the byte, or the header's big-gate number
+    chunks: int = 0     # header: chunks of the big gate
+    depth: int = 0      # header: the sender's granted receive depth
