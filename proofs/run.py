@@ -6,9 +6,11 @@ stays free of checker details.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,6 +47,7 @@ class Options:
     shortest_proof: bool = True              # bmc: try to prove a walk's trace a shortest one
     trace_dir: Path = Path("verbspec-traces")
     progress: Callable[[str], None] | None = None
+    hypothesis_dir: Path | None = None       # explore: Hypothesis's storage (None: temporary)
 
 
 class MethodUnavailable(Exception):
@@ -52,8 +55,8 @@ class MethodUnavailable(Exception):
 
 
 def trace_path(opts: Options, protocol: str, method: str, invariant: str,
-               variants: Sequence[str]) -> Path:
-    return opts.trace_dir / trace_name(protocol, method, invariant, variants)
+               variants: Sequence[str], params: Mapping[str, Any]) -> Path:
+    return opts.trace_dir / trace_name(protocol, method, invariant, variants, params)
 
 
 def _results(system: System, method: str, bound: str, seconds: float,
@@ -64,7 +67,7 @@ def _results(system: System, method: str, bound: str, seconds: float,
     if violation is not None:
         path = write_trace(violation.trace,
                            trace_path(opts, system.protocol, method, violation.invariant,
-                                      variants))
+                                      variants, system.param_dict()))
     for inv in system.invariants:
         if violation is not None and inv.name == violation.invariant:
             out.append(Result(inv.name, system.protocol, method, "violated",
@@ -78,7 +81,7 @@ def _results(system: System, method: str, bound: str, seconds: float,
 
 def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[Result]:
     res = explore(system, examples=opts.examples, steps=opts.steps, seed=opts.seed,
-                  variants=variants)
+                  variants=variants, storage=opts.hypothesis_dir)
     st = res.stats
     bound = (f"{st.examples} examples, {st.steps} steps, depth <= {st.max_depth} "
              f"({st.steps / max(res.seconds, 1e-9):.0f} steps/s)")
@@ -311,5 +314,26 @@ def run_method(module: ModuleType, method: str, values: dict[str, Any],
         if prove is None:
             raise MethodUnavailable(f"method prove is not available for protocol "
                                     f"{module.PROTOCOL} yet")
-        return prove(values, variants, progress=opts.progress, trace_dir=opts.trace_dir)
+        return _prove(prove, system, values, variants, opts)
     raise MethodUnavailable(f"unknown method {method!r}")
+
+
+def _prove(prove: Callable[..., list[Result]], system: System, values: dict[str, Any],
+           variants: Sequence[str], opts: Options) -> list[Result]:
+    """Run a protocol's ``prove`` with its traces written to a private directory, then move
+    each to the trace directory under the name that carries the configuration's digest (the
+    protocol's prover names traces without the parameters)."""
+    with tempfile.TemporaryDirectory(prefix="verbspec-prove-") as tmp:
+        results = prove(values, variants, progress=opts.progress,
+                        trace_dir=Path(tmp))
+        return [_settle_trace(r, opts, system.param_dict(), variants) for r in results]
+
+
+def _settle_trace(r: Result, opts: Options, params: Mapping[str, Any],
+                  variants: Sequence[str]) -> Result:
+    if r.trace is None:
+        return r
+    dest = trace_path(opts, r.protocol, r.method, r.invariant, variants, params)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(r.trace, dest)
+    return replace(r, trace=str(dest))
