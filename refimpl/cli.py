@@ -552,7 +552,11 @@ def cmd_regions(args: argparse.Namespace) -> int:
 def cmd_trace(args: argparse.Namespace) -> int:
     from verbspec.refimpl.render import default_output, trace_main
 
-    out = args.svg or default_output(args.file, args.html)
+    try:
+        out = args.svg or default_output(args.file, args.html)
+    except ValueError:      # e.g. an empty name: nothing to put the extension on
+        raise InputError(f"{str(args.file)!r}: no output name follows from it; give --svg OUT"
+                         ) from None
     suffix = out.suffix.lower()
     if args.html and suffix == ".svg":
         raise InputError(f"--svg {out}: --html writes an HTML page; give an output ending in "

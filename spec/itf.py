@@ -202,6 +202,8 @@ def load_json(path: Path) -> Any:
         raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError as e:
         raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except ValueError as e:     # e.g. a NUL byte in the path
+        raise TraceFormatError(f"{str(path)!r}: cannot read: {e}") from None
     return parse_json(text, str(path))
 
 
