@@ -170,7 +170,10 @@ def _decode_states(doc: Any) -> tuple[dict[str, Any], list[tuple[str, dict, dict
         body = {k: decode(v, f"{where}.{k}") for k, v in st.items()
                 if k not in ("#meta", "action", "args")}
         out.append((st["action"], args, body))
-    return check_meta(decode(meta, "$.#meta")), out
+    decoded = decode(meta, "$.#meta")
+    if not isinstance(decoded, dict):   # e.g. {"#set": [...]}, which decodes to a set
+        raise TraceFormatError("$.#meta: not a record")
+    return check_meta(decoded), out
 
 
 def check_meta(meta: dict[str, Any]) -> dict[str, Any]:

@@ -327,3 +327,11 @@ def test_value_range_texts():
     assert value_range(ParamSpec("a", str, "x", "", choices=("x", "y"))) == "x | y"
     assert value_range(ParamSpec("a", int, 0, "", hi=3)) == "<= 3"
     assert value_range(ParamSpec("a", int, 0, "")) == "any integer"
+
+
+@pytest.mark.parametrize("command", ["replay", "trace"])
+def test_a_meta_that_decodes_to_a_set_is_refused(command, tmp_path, capsys):
+    bad = edited(clean_trace(tmp_path), tmp_path / "bad.itf.json",
+                 lambda doc: doc.__setitem__("#meta", {"#set": []}))
+    assert main([command, str(bad)]) == EXIT_INPUT
+    assert capsys.readouterr().err == f"verbspec {command}: $.#meta: not a record\n"
