@@ -8,10 +8,13 @@ proofs/shrink.py and the reduced run's trace is returned.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as hyp_seed
@@ -95,8 +98,33 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
     return Machine
 
 
+@contextmanager
+def hypothesis_storage(directory: Path | None) -> Iterator[None]:
+    """Point Hypothesis's storage (its constants cache; an example database, were one used)
+    at ``directory``, or at a temporary directory removed afterwards, instead of
+    ``.hypothesis/`` in the working directory; the previous location is restored after."""
+    from hypothesis import configuration
+
+    saved = getattr(configuration, "__hypothesis_home_directory", None)
+    with tempfile.TemporaryDirectory(prefix="verbspec-hypothesis-") as tmp:
+        configuration.set_hypothesis_home_dir(directory if directory is not None else tmp)
+        try:
+            yield
+        finally:
+            configuration.set_hypothesis_home_dir(saved)
+
+
 def explore(system: System, *, examples: int, steps: int, seed: int | None = None,
-            variants: Sequence[str] = (), shrink_seconds: float = 60.0) -> ExploreResult:
+            variants: Sequence[str] = (), shrink_seconds: float = 60.0,
+            storage: Path | None = None) -> ExploreResult:
+    """Run the Hypothesis exploration; ``storage`` is where Hypothesis may keep files (see
+    :func:`hypothesis_storage`)."""
+    with hypothesis_storage(storage):
+        return _explore(system, examples, steps, seed, variants, shrink_seconds)
+
+
+def _explore(system: System, examples: int, steps: int, seed: int | None,
+             variants: Sequence[str], shrink_seconds: float) -> ExploreResult:
     stats = ExploreStats()
     machine = machine_for(system, stats, variants)
     if seed is not None:

@@ -46,6 +46,7 @@ class Options:
     shortest_proof: bool = True              # bmc: try to prove a walk's trace a shortest one
     trace_dir: Path = Path("verbspec-traces")
     progress: Callable[[str], None] | None = None
+    hypothesis_dir: Path | None = None       # explore: Hypothesis's storage (None: temporary)
 
 
 class MethodUnavailable(Exception):
@@ -72,7 +73,7 @@ def _results(system: System, method: str, bound: str, seconds: float,
 
 def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[Result]:
     res = explore(system, examples=opts.examples, steps=opts.steps, seed=opts.seed,
-                  variants=variants)
+                  variants=variants, storage=opts.hypothesis_dir)
     st = res.stats
     bound = (f"{st.examples} examples, {st.steps} steps, depth <= {st.max_depth} "
              f"({st.steps / max(res.seconds, 1e-9):.0f} steps/s)")
@@ -307,3 +308,4 @@ def run_method(protocol: str, method: str, values: dict[str, Any],
         return checks.prove(values, variants, progress=opts.progress,
                             trace_dir=opts.trace_dir)
     raise MethodUnavailable(f"unknown method {method!r}")
+

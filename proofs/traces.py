@@ -29,18 +29,34 @@ def save_counterexample(trace: Trace, trace_dir: Path, method: str) -> str:
     protocol, variants, the method that found it and the invariant it breaks; its path."""
     if trace.violation is None:
         raise ValueError("a counterexample trace must end in a violation")
-    name = trace_name(trace.protocol, method, trace.violation, trace.variants)
+    name = trace_name(trace.protocol, method, trace.violation, trace.variants, trace.params)
     return str(write_trace(trace, Path(trace_dir) / name))
 
 
 def load_json(path: Path) -> Any:
     """A trace file's JSON; TraceFormatError when it cannot be read or parsed."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceFormatError(f"{path}: cannot read: {e}") from None
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as e:
+        raise TraceFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except ValueError as e:     # e.g. a NUL byte in the path
+        raise TraceFormatError(f"{str(path)!r}: cannot read: {e}") from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, where: str) -> Any:
+    """JSON text as Python values; TraceFormatError on malformed, too deeply nested, or
+    out-of-range numbers."""
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
-        raise TraceFormatError(f"{path}: not JSON: {e}") from None
+        raise TraceFormatError(f"{where}: not JSON: {e}") from None
+    except RecursionError:
+        raise TraceFormatError(f"{where}: JSON nested too deeply") from None
+    except ValueError as e:     # e.g. an integer of more digits than Python converts
+        raise TraceFormatError(f"{where}: not JSON: {e}") from None
 
 
 def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
@@ -48,3 +64,14 @@ def read_moves(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, An
     the initial state. Raises TraceFormatError naming the JSON path of any problem."""
     meta, states = decode_states(load_json(path))
     return meta, [(action, args) for action, args, _ in states[1:]]
+
+
+def read_trace(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]],
+                                     list[dict[str, Any]]]:
+    """Like :func:`read_moves`, plus each state's variables as recorded (encoded, without
+    ``#meta``, ``action`` and ``args``), for comparison with a replay."""
+    doc = load_json(path)
+    meta, states = decode_states(doc)
+    recorded = [{k: v for k, v in st.items() if k not in ("#meta", "action", "args")}
+                for st in doc["states"]]
+    return meta, [(action, args) for action, args, _ in states[1:]], recorded

@@ -1,47 +1,161 @@
-"""The ``verbspec`` command.
+"""The ``verbspec`` command: check the executable specs of two RDMA receive-side protocols (the
+gate window and MPI tag matching), replay and draw their traces, run tag-matching scenarios.
 
-Exit codes (design contract): 0 every invariant proved or held to the stated bound, 1 a violation
-(a counterexample trace was written), 2 inconclusive, 3 invalid input.
+Exit codes (a contract for scripts and CI): 0 every invariant proved or held to the stated
+bound, 1 a violation (a counterexample trace was written; for ``replay``, the trace ends in a
+violation or disagrees with the spec), 2 inconclusive, 3 invalid input, 4 an internal error (a
+bug in verbspec, never a verdict about the protocol).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from verbspec.proofs.protocols import CHECKS
-from verbspec.proofs.report import EXIT_INPUT, EXIT_OK, Result, exit_code
+from verbspec.proofs.report import (
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    NotRun,
+    Result,
+    exit_code,
+    junit_xml,
+)
 from verbspec.proofs.run import METHODS, MethodUnavailable, Options, run_method
-from verbspec.proofs.traces import read_moves
+from verbspec.proofs.traces import read_trace
 from verbspec.spec import protocols
-from verbspec.spec.itf import TraceFormatError
-from verbspec.spec.lts import InvariantViolation, replay
-from verbspec.spec.params import ParamError, check_variants, parse_assignments
+from verbspec.spec.itf import (
+    TraceFormatError,
+    first_difference,
+    shown,
+    state_body,
+)
+from verbspec.spec.lts import InvariantViolation, Trace, replay
+from verbspec.spec.params import ParamError, check_variants, describe, parse_assignments
 
 PROTOCOLS = tuple(protocols.MODULES)
 
+DESCRIPTION = ("Check executable specs of RDMA receive-side protocols (gate window, MPI tag "
+               "matching): prove, bounded-check or explore their invariants; replay and draw "
+               "counterexample traces; run tag-matching scenarios.")
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="verbspec", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
+EPILOG = """exit codes:
+  0  every invariant proved or held to the stated bound (other commands: success)
+  1  a violation: a counterexample trace was written (replay: the trace ends in a
+     violation, or disagrees with the spec)
+  2  inconclusive: a method could not decide
+  3  invalid input: bad arguments, parameters, files or output paths
+  4  internal error: a bug in verbspec (--debug shows the traceback)"""
 
-    c = sub.add_parser("check", help="prove, bounded-check or explore the protocols' invariants")
-    c.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all")
+REPORT = ("this is a bug in verbspec, not a finding about the protocol or a problem with the "
+          "input; please report it with the command line and this message to the verbspec "
+          "issue tracker")
+
+
+class InputError(Exception):
+    """An invalid argument found by the CLI's own checks (e.g. an unusable output path)."""
+
+
+class UsageError(Exception):
+    """An argument the parser refuses; carries the parser, whose usage line is printed."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser = parser
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors exit 3 (invalid input), not argparse's 2, which
+    is the code for an inconclusive check."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(self, message)
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after each option's help; the epilog's layout kept."""
+
+
+# ------------------------------------------------------------------------------ the parser
+def _version() -> str:
+    try:
+        return metadata.version("verbspec")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _parser() -> Parser:
+    p = Parser(prog="verbspec", description=DESCRIPTION, epilog=EPILOG,
+               formatter_class=HelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--debug", action="store_true",
+                   help="on an internal error, print the Python traceback")
+    common = Parser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="on an internal error, print the Python traceback "
+                             "(default: False)")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                           parser_class=Parser)
+
+    def add(name: str, text: str, **kw: Any) -> Parser:
+        return sub.add_parser(name, help=text, description=text, epilog=EPILOG,
+                              formatter_class=HelpFormatter, parents=[common], **kw)
+
+    _check_parser(add("check", "prove, bounded-check or explore the protocols' invariants"))
+    for name, text in (("variants", "list the named protocol variants"),
+                       ("invariants", "list the named invariants")):
+        q = add(name, text)
+        q.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all",
+                       help="which protocol's")
+        q.add_argument("--json", action="store_true", help="print one JSON object")
+    pa = add("params", "list a protocol's parameters: defaults, ranges and choices")
+    pa.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",
+                    help="which protocol's")
+    pa.add_argument("--json", action="store_true", help="print one JSON object")
+
+    r = add("replay", "re-run an ITF trace against the spec, checking every recorded state and "
+                      "the recorded violation")
+    r.add_argument("file", type=Path, help="an ITF trace written by verbspec")
+    m = add("match", "run the tag-matching engine on a scenario file")
+    m.add_argument("file", help="a scenario JSON file; - reads standard input")
+    _regions_parser(add("regions", "prove the gate invariants over a parameter region and "
+                                   "refute each condition just outside it"))
+    t = add("trace", "render an ITF trace as a message-sequence diagram")
+    t.add_argument("file", type=Path, help="an ITF trace written by verbspec")
+    t.add_argument("--svg", type=Path, default=None, metavar="OUT",
+                   help="output file; None: FILE with .svg, or .html with --html. With "
+                        "--html, OUT must not end in .svg (and without it, not in .html)")
+    t.add_argument("--html", action="store_true", help="write the SVG inside an HTML page")
+    return p
+
+
+def _check_parser(c: Parser) -> None:
+    c.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all",
+                   help="which protocol to check")
     c.add_argument("--method", choices=(*METHODS, "all"), default="all",
-                   help="all: every method the protocol has")
-    c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
-    c.add_argument("--variant", action="append", default=[], metavar="NAME")
+                   help="all: every method that can decide the configuration")
+    c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a parameter (repeatable; see 'verbspec params')")
+    c.add_argument("--variant", action="append", default=[], metavar="NAME",
+                   help="check a named variant (repeatable; see 'verbspec variants')")
     c.add_argument("--examples", type=int, default=300, help="explore: Hypothesis examples")
     c.add_argument("--steps", type=int, default=400, help="explore: steps per example")
     c.add_argument("--seed", type=int, default=None,
-                   help="explore: random seed (default: derandomized, reproducible); bmc: "
-                        "seed of its random walks (default 0)")
-    c.add_argument("--depth", type=int, default=None, help="bmc: trace length bound")
+                   help="explore: random seed (None: derandomized, reproducible); bmc: "
+                        "seed of its random walks (None: 0)")
+    c.add_argument("--depth", type=int, default=None,
+                   help="bmc: trace length bound (None: the protocol's own)")
     c.add_argument("--max-states", type=int, default=400_000, help="bmc: state budget")
     c.add_argument("--fault-free-max-states", type=int, default=100_000,
                    help="bmc: state budget of the fault-free phase (protocols that have one)")
@@ -50,48 +164,135 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--walks", type=int, default=100,
                    help="bmc: fault-free random walks of the last phase, after the searches "
                         "(protocols that have one; 0: none)")
-    c.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"))
+    c.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"),
+                   help="directory for counterexample traces (created when a trace is "
+                        "written); names carry a digest of the parameters and variants")
     c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                   help="also write a JUnit XML report: one test case per (protocol, method, "
+                        "invariant); violated: failure; inconclusive or not run: skipped")
+    c.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (no spinner, no heartbeat lines)")
+    c.add_argument("--hypothesis-dir", type=Path,
+                   default=os.environ.get("VERBSPEC_HYPOTHESIS_DIR") or None, metavar="DIR",
+                   help="explore: keep Hypothesis's storage (its caches) in DIR; None (or "
+                        "VERBSPEC_HYPOTHESIS_DIR unset): a temporary directory, removed after")
 
-    v = sub.add_parser("variants", help="list the named protocol variants")
-    v.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all")
 
-    pa = sub.add_parser("params", help="list a protocol's parameters and defaults")
-    pa.add_argument("--protocol", choices=PROTOCOLS, default="gate")
-
-    inv = sub.add_parser("invariants", help="list the named invariants")
-    inv.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all")
-
-    r = sub.add_parser("replay", help="re-run an ITF trace against the spec")
-    r.add_argument("file", type=Path)
-
-    m = sub.add_parser("match", help="run the tag-matching engine on a scenario file")
-    m.add_argument("file")
-
-    g = sub.add_parser("regions", help="prove the gate invariants over a parameter region and "
-                                       "refute each condition just outside it")
+def _regions_parser(g: Parser) -> None:
     g.add_argument("--window-max", type=int, default=256, metavar="N",
                    help="largest window of the region (symbolic in 2..N)")
-    g.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"))
+    g.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"),
+                   help="directory for the traces just outside the region")
     g.add_argument("--json", action="store_true", help="print one JSON object")
-
-    t = sub.add_parser("trace", help="render an ITF trace as a message-sequence diagram")
-    t.add_argument("file", type=Path)
-    t.add_argument("--svg", type=Path, default=None, metavar="OUT",
-                   help="output file (default: FILE with .svg, or .html with --html)")
-    t.add_argument("--html", action="store_true", help="write the SVG inside an HTML page")
-    return p
+    g.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
+# ------------------------------------------------------------------------------ entry point
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        # paths given as bytes that are not UTF-8 are printed escaped, not raised on
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        e.parser.print_usage(sys.stderr)
+        print(f"{e.parser.prog}: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    except SystemExit as e:         # --help, --version
+        return e.code if isinstance(e.code, int) else EXIT_OK
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return COMMANDS[args.cmd](args)
-    except (ParamError, TraceFormatError) as e:
+    except (ParamError, TraceFormatError, InputError) as e:
         print(f"verbspec {args.cmd}: {e}", file=sys.stderr)
         return EXIT_INPUT
+    except BrokenPipeError:
+        return _reader_gone(EXIT_OK)
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"verbspec {args.cmd}: internal error: {type(e).__name__}: {e}\n"
+              f"verbspec {args.cmd}: {REPORT}"
+              + ("" if args.debug else " (--debug adds the traceback)"), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
+def _reader_gone(code: int) -> int:
+    """Standard output's reader stopped reading (e.g. ``| head``): what it read is what it
+    wanted; the rest of the output goes nowhere and the exit code stands."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):   # no file descriptor (e.g. captured in-process)
+        pass
+    return code
+
+
+# ------------------------------------------------------------------------------ output paths
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories ``mkdir -p path`` would create, outermost first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing[::-1]
+
+
+def check_dir(path: Path, what: str) -> None:
+    """Refuse a directory verbspec cannot write files into: tried by creating it (and removing
+    what was created) and a temporary file in it, so the answer holds for any user."""
+    try:
+        made = []
+        try:
+            for d in _missing_dirs(path):
+                d.mkdir()
+                made.append(d)
+            if not path.is_dir():
+                raise InputError(f"{what} {path}: exists and is not a directory")
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        finally:
+            for d in reversed(made):
+                d.rmdir()
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot write there: {e.strerror or e}") from None
+    except ValueError as e:     # e.g. a NUL byte in the path
+        raise InputError(f"{what} {path!r}: not a usable path: {e}") from None
+
+
+def check_file(path: Path, what: str, inputs: Sequence[Path] = ()) -> None:
+    """Refuse an output file that cannot be written or that is one of the inputs."""
+    try:
+        for src in inputs:
+            if _same_file(path, src):
+                raise InputError(f"{what} {path}: is the input {src}; refusing to overwrite it")
+        if path.is_dir():
+            raise InputError(f"{what} {path}: is a directory")
+        if path.exists():
+            with open(path, "ab"):     # opened for writing, nothing written
+                pass
+            return
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot write there: {e.strerror or e}") from None
+    except ValueError as e:
+        raise InputError(f"{what} {path!r}: not a usable path: {e}") from None
+    check_dir(path.parent, f"{what}'s directory")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+# ------------------------------------------------------------------------------ check
 def _selected(name: str) -> tuple[str, ...]:
     return PROTOCOLS if name == "all" else (name,)
 
@@ -124,6 +325,15 @@ def _route_variants(selected: Sequence[str], names: Sequence[str]) -> dict[str, 
     return out
 
 
+def _check_budgets(args: argparse.Namespace) -> None:
+    for n, lo in (("examples", 1), ("steps", 1), ("max_states", 1),
+                  ("fault_free_max_states", 1), ("one_fault_max_states", 1), ("walks", 0)):
+        if getattr(args, n) < lo:
+            raise ParamError(f"--{n.replace('_', '-')} must be at least {lo}")
+    if args.depth is not None and args.depth < 1:
+        raise ParamError("--depth must be at least 1")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     selected = _selected(args.protocol)
     params = _split_params(selected, args.param)
@@ -134,104 +344,191 @@ def cmd_check(args: argparse.Namespace) -> int:
     values = {p: parse_assignments(protocols.load(p).PARAMS, params[p]) for p in selected}
     for p in selected:       # validate before any long run
         protocols.load(p).build(values[p], variants[p])
-    for n, lo in (("examples", 1), ("steps", 1), ("max_states", 1),
-                  ("fault_free_max_states", 1), ("one_fault_max_states", 1), ("walks", 0)):
-        if getattr(args, n) < lo:
-            raise ParamError(f"--{n.replace('_', '-')} must be at least {lo}")
-    if args.depth is not None and args.depth < 1:
-        raise ParamError("--depth must be at least 1")
+    _check_budgets(args)
+    check_dir(args.trace_dir, "--trace-dir")
+    if args.junit is not None:
+        check_file(args.junit, "--junit")
+    if args.hypothesis_dir is not None:
+        check_dir(args.hypothesis_dir, "--hypothesis-dir")
 
     from verbspec.refimpl.progress import Progress
 
-    results: list[Result] = []
-    skipped: list[dict[str, str]] = []
-    with Progress(enabled=not args.json) as progress:
+    with Progress(enabled=not args.quiet, label="verbspec check") as progress:
         opts = Options(examples=args.examples, steps=args.steps, seed=args.seed,
                        depth=args.depth, max_states=args.max_states,
                        fault_free_max_states=args.fault_free_max_states,
                        one_fault_max_states=args.one_fault_max_states, walks=args.walks,
-                       trace_dir=args.trace_dir,
-                       progress=progress.note)
-        for p in selected:
-            methods = METHODS if args.method == "all" else (args.method,)
-            for method in methods:
-                why = CHECKS[p].scope(method, values[p], variants[p])
-                if why and args.method == "all":
-                    # "all" runs what can decide this configuration; asked for by name, the
-                    # method runs and reports inconclusive, saying why
-                    skipped.append({"protocol": p, "method": method, "reason": why})
-                    progress.note(f"{p}: {method} skipped: {why}")
-                    continue
-                progress.start(f"{p}: {method}")
-                try:
-                    results += run_method(p, method, values[p], variants[p], opts)
-                except MethodUnavailable as e:
-                    if args.method != "all":
-                        progress.stop()
-                        print(f"verbspec check: {e}", file=sys.stderr)
-                        return EXIT_INPUT
-                    progress.note(str(e))
-                progress.done()
-    code = exit_code(results)
-    if args.json:
-        shown: Any = values[selected[0]] if len(selected) == 1 else values
-        print(json.dumps({"results": [r.as_json() for r in results], "params": shown,
-                          "variants": {p: list(variants[p]) for p in selected},
-                          "skipped": skipped}, indent=1))
-    else:
-        from verbspec.refimpl.progress import print_results
-
-        print_results(results, code)
-        for s in skipped:
-            print(f"{s['protocol']}: {s['method']} skipped: {s['reason']}")
+                       trace_dir=args.trace_dir, progress=progress.note,
+                       hypothesis_dir=args.hypothesis_dir)
+        run = _run_checks(args.method, selected, values, variants, opts, progress)
+        if run is None:
+            return EXIT_INPUT
+        results, skipped = run
+        code = exit_code(results)
+        progress.summary(results, code)
+    try:
+        _report(args, results, skipped, values, variants, selected, code)
+    except BrokenPipeError:
+        return _reader_gone(code)
     return code
 
 
-def cmd_variants(args: argparse.Namespace) -> int:
-    for p in _selected(args.protocol):
-        for v in protocols.load(p).VARIANTS:
-            print(f"{p:9} {v.name:26} changes: {v.changes}; breaks: {v.breaks}")
+CheckRun = tuple[list[Result], list[dict[str, str]]]
+
+
+def _run_checks(method_arg: str, selected: Sequence[str], values: dict[str, dict[str, Any]],
+                variants: dict[str, tuple[str, ...]], opts: Options, progress: Any
+                ) -> CheckRun | None:
+    """Every selected (protocol, method): its results, and the methods "all" left out and
+    why. None when a method asked for by name is unavailable (the message printed)."""
+    results: list[Result] = []
+    skipped: list[dict[str, str]] = []
+    for p in selected:
+        methods = METHODS if method_arg == "all" else (method_arg,)
+        for method in methods:
+            why = CHECKS[p].scope(method, values[p], variants[p])
+            if why and method_arg == "all":
+                # "all" runs what can decide this configuration; asked for by name, the
+                # method runs and reports inconclusive, saying why
+                skipped.append({"protocol": p, "method": method, "reason": why})
+                progress.note(f"{p}: {method} skipped: {why}")
+                continue
+            progress.start(f"{p}: {method}")
+            try:
+                results += run_method(p, method, values[p], variants[p], opts)
+            except MethodUnavailable as e:
+                if method_arg != "all":
+                    progress.stop()
+                    print(f"verbspec check: {e}", file=sys.stderr)
+                    return None
+                progress.note(str(e))
+            progress.done()
+    return results, skipped
+
+
+def _report(args: argparse.Namespace, results: list[Result], skipped: list[dict[str, str]],
+            values: dict[str, dict[str, Any]], variants: dict[str, tuple[str, ...]],
+            selected: Sequence[str], code: int) -> None:
+    if args.junit is not None:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(junit_xml(results, _not_run(skipped, values, variants)),
+                              encoding="utf-8")
+    if args.json:
+        shown_params: Any = values[selected[0]] if len(selected) == 1 else values
+        print(json.dumps({"results": [r.as_json() for r in results], "params": shown_params,
+                          "variants": {p: list(variants[p]) for p in selected},
+                          "skipped": skipped}, indent=1))
+        return
+    from verbspec.refimpl.progress import print_results
+
+    print_results(results, code)
+    for s in skipped:
+        print(f"{s['protocol']}: {s['method']} skipped: {s['reason']}")
+
+
+def _not_run(skipped: list[dict[str, str]], values: dict[str, dict[str, Any]],
+             variants: dict[str, tuple[str, ...]]) -> list[NotRun]:
+    """The skipped methods as one entry per invariant, for the JUnit report."""
+    out = []
+    for s in skipped:
+        p = s["protocol"]
+        system = protocols.load(p).build(values[p], variants[p])
+        out += [NotRun(p, s["method"], inv.name, s["reason"]) for inv in system.invariants]
+    return out
+
+
+# ------------------------------------------------------------------------------ listings
+def _listing(args: argparse.Namespace, rows: list[dict[str, Any]],
+             line: Callable[[dict[str, Any]], str]) -> int:
+    if args.json:
+        print(json.dumps({args.cmd: rows}, indent=1))
+    else:
+        for row in rows:
+            print(line(row))
     return EXIT_OK
+
+
+def cmd_variants(args: argparse.Namespace) -> int:
+    rows = [{"protocol": p, "name": v.name, "changes": v.changes, "breaks": v.breaks}
+            for p in _selected(args.protocol) for v in protocols.load(p).VARIANTS]
+    return _listing(args, rows, lambda r: f"{r['protocol']:9} {r['name']:26} changes: "
+                                          f"{r['changes']}; breaks: {r['breaks']}")
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    for s in protocols.load(args.protocol).PARAMS:
-        print(f"{s.name:24} {s.default!s:>10}  {s.doc}")
-    return EXIT_OK
+    rows = [{"protocol": p, **describe(s)}
+            for p in _selected(args.protocol) for s in protocols.load(p).PARAMS]
+    return _listing(args, rows, lambda r: f"{r['protocol']:9} {r['name']:24} "
+                                          f"{r['default']!s:>10}  {r['range']:>14}  {r['doc']}")
 
 
 def cmd_invariants(args: argparse.Namespace) -> int:
-    for p in _selected(args.protocol):
-        system = protocols.load(p).build({}, ())
-        for inv in system.invariants:
-            print(f"{p:9} {inv.name:26} {inv.doc}")
-    return EXIT_OK
+    rows = [{"protocol": p, "name": inv.name, "over": inv.over, "doc": inv.doc}
+            for p in _selected(args.protocol) for inv in protocols.load(p).build({}, ()).invariants]
+    return _listing(args, rows, lambda r: f"{r['protocol']:9} {r['name']:26} {r['doc']}")
 
 
+# ------------------------------------------------------------------------------ replay
 def cmd_replay(args: argparse.Namespace) -> int:
-    """Re-run a trace's moves on the spec built from the trace's own params and variants."""
-    meta, moves = read_moves(args.file)
+    """Re-run a trace's moves on the spec built from the trace's own params and variants;
+    compare every recorded state with the replayed one and the recorded violation with the
+    replay's."""
+    meta, moves, recorded = read_trace(args.file)
     proto = meta.get("protocol")
     if proto not in protocols.MODULES:
         raise TraceFormatError(f"$.#meta.protocol: unknown protocol {proto!r}")
-    params = meta.get("params", {})
-    if not isinstance(params, dict):
-        raise TraceFormatError("$.#meta.params: not an object")
     variants = tuple(meta.get("variants", ()))
-    system = protocols.load(proto).build(params, variants)
+    system = protocols.load(proto).build(meta.get("params", {}), variants)
     t0 = time.perf_counter()
+    violation = None
     try:
         trace = replay(system, moves, variants)
     except ValueError as e:
         raise TraceFormatError(f"{args.file}: {e}") from None
     except InvariantViolation as e:
-        print(f"replayed {len(e.trace) - 1} steps: {e.invariant} violated: {e.message}")
-        return 1
+        trace, violation = e.trace, e
+    problem = disagreement(trace, recorded, meta.get("violation"), violation)
+    if problem is not None:
+        print(f"replay disagrees with the trace: {problem}")
+        return EXIT_VIOLATION
+    if violation is not None:
+        print(f"replayed {len(trace) - 1} steps: {violation.invariant} violated: "
+              f"{violation.message}")
+        return EXIT_VIOLATION
     print(f"replayed {len(trace) - 1} steps in {time.perf_counter() - t0:.3f}s: "
           f"every invariant held")
     return EXIT_OK
 
 
+def disagreement(trace: Trace, recorded: list[dict[str, Any]], said: str | None,
+                 violation: InvariantViolation | None) -> str | None:
+    """Where a replay differs from the trace it replayed: the first state that differs (its
+    first differing field), or a violation recorded but not reproduced at the recorded (last)
+    step, or one the replay meets that the trace does not record there. None if they agree."""
+    for i, step in enumerate(trace.steps):
+        diff = first_difference(recorded[i], state_body(step.state), f"$.states[{i}]")
+        if diff is not None:
+            where, a, b = diff
+            return f"{where}: trace says {shown(a)} at step {i}; replay gives {shown(b)}"
+    last = len(recorded) - 1
+    got_at = len(trace) - 1
+    if violation is None:
+        if said is None:
+            return None
+        return (f"trace says {said} violated at step {last}; replay gives every invariant "
+                f"held through step {last}")
+    if got_at == last and violation.invariant == said:
+        return None
+    if got_at < last:
+        expected = f"no violation (it records {said} at step {last})" if said else \
+            "no violation"
+    else:
+        expected = f"{said} violated" if said else "no violation"
+    return (f"trace says {expected} at step {got_at}; replay gives {violation.invariant} "
+            f"violated at step {got_at}: {violation.message}")
+
+
+# ------------------------------------------------------------------------------ the others
 def cmd_match(args: argparse.Namespace) -> int:
     from verbspec.refimpl.scenario import match_main
 
@@ -241,12 +538,26 @@ def cmd_match(args: argparse.Namespace) -> int:
 def cmd_regions(args: argparse.Namespace) -> int:
     from verbspec.refimpl.regions import regions_main
 
+    check_dir(args.trace_dir, "--trace-dir")
     return regions_main(args)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from verbspec.refimpl.render import trace_main
+    from verbspec.refimpl.render import default_output, trace_main
 
+    try:
+        out = args.svg or default_output(args.file, args.html)
+    except ValueError:      # e.g. an empty name: nothing to put the extension on
+        raise InputError(f"{str(args.file)!r}: no output name follows from it; give --svg OUT"
+                         ) from None
+    suffix = out.suffix.lower()
+    if args.html and suffix == ".svg":
+        raise InputError(f"--svg {out}: --html writes an HTML page; give an output ending in "
+                         f".html, or drop --html for an SVG")
+    if not args.html and suffix in (".html", ".htm"):
+        raise InputError(f"--svg {out}: writes an SVG; add --html for an HTML page")
+    check_file(out, "output", inputs=[args.file])
+    args.svg = out
     return trace_main(args)
 
 

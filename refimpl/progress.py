@@ -1,10 +1,18 @@
-"""Terminal output for ``verbspec check``: a live status line while checks run (only on a
-terminal) and the summary table."""
+"""Progress output for long commands (``verbspec check``, ``verbspec regions``) and the
+summary table.
+
+On a terminal, a live status line shows the current task and its latest note. Without one (a
+pipe, a CI log), a background thread writes a timestamped heartbeat line to stderr at a fixed
+interval, naming the phase and its latest note, so a log shows the run is alive; each task's
+start and end are logged too. ``enabled=False`` (``--quiet``) silences both.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections import Counter
 
 from rich.console import Console
 from rich.status import Status
@@ -15,21 +23,36 @@ from verbspec.proofs.report import Result
 VERDICT_STYLE = {"proved": "bold green", "held": "green", "violated": "bold red",
                  "inconclusive": "yellow", "unknown": "yellow", "timeout": "yellow"}
 
+# seconds between heartbeat lines when stderr is not a terminal (the contract is at most 10)
+HEARTBEAT_SECONDS = 5.0
+
 
 class Progress:
-    """A spinner with the current task and its latest note, on stderr when it is a terminal."""
+    """A spinner on a terminal, heartbeat lines otherwise; both on stderr."""
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True, label: str = "verbspec",
+                 heartbeat: float | None = None, terminal: bool | None = None):
         self.console = Console(stderr=True)
-        self.enabled = enabled and self.console.is_terminal
+        on_terminal = self.console.is_terminal if terminal is None else terminal
+        self.live = enabled and on_terminal
+        self.beating = enabled and not on_terminal
+        self.label = label
+        self.interval = HEARTBEAT_SECONDS if heartbeat is None else heartbeat
         self.status: Status | None = None
-        self.task = ""
-        self.t0 = 0.0
+        self.task = "starting"
+        self.text = ""
+        self.t0 = self.started = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Progress:
-        if self.enabled:
+        if self.live:
             self.status = self.console.status("starting")
             self.status.start()
+        if self.beating:
+            self._thread = threading.Thread(target=self._beat, name="verbspec-heartbeat",
+                                            daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -39,19 +62,44 @@ class Progress:
         if self.status:
             self.status.stop()
             self.status = None
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
     def start(self, task: str) -> None:
-        self.task, self.t0 = task, time.perf_counter()
+        self.task, self.text, self.t0 = task, "", time.perf_counter()
         if self.status:
             self.status.update(task)
+        self._log(f"{task}: started")
 
     def note(self, text: str) -> None:
+        self.text = text
         if self.status:
             self.status.update(f"{self.task}: {text}")
 
     def done(self) -> None:
-        if self.enabled:
+        if self.live:
             self.console.log(f"{self.task} done in {time.perf_counter() - self.t0:.1f}s")
+        self._log(f"{self.task}: done in {time.perf_counter() - self.t0:.1f}s")
+
+    def summary(self, results: list[Result], code: int) -> None:
+        """One closing line for a log: how many verdicts of each kind, the time, the exit."""
+        counts = Counter(r.verdict for r in results)
+        kinds = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no results"
+        self._log(f"{len(results)} results ({kinds}) in "
+                  f"{time.perf_counter() - self.started:.1f}s; exit {code}")
+
+    def _log(self, text: str) -> None:
+        if self.beating:
+            print(f"{time.strftime('%H:%M:%S')} {self.label}: {text}", file=sys.stderr,
+                  flush=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            note = f": {self.text}" if self.text else ""
+            self._log(f"{self.task}{note} (running {time.perf_counter() - self.t0:.0f}s, "
+                      f"total {time.perf_counter() - self.started:.0f}s)")
 
 
 def print_results(results: list[Result], code: int) -> None:
@@ -70,8 +118,8 @@ def print_results(results: list[Result], code: int) -> None:
                           f"{r.detail}\n  trace: {r.trace}")
         elif r.verdict in ("inconclusive", "unknown", "timeout"):
             # one line per reason: a method out of its scope says the same of every invariant
-            undecided.setdefault((r.protocol, r.method, r.verdict, r.detail), []).append(
-                r.invariant)
+            undecided.setdefault((r.protocol, r.method, r.verdict, r.detail),
+                                 []).append(r.invariant)
     for (protocol, method, verdict, detail), names in undecided.items():
         console.print(f"[yellow]{protocol} {', '.join(names)} {verdict}[/] ({method}): {detail}")
     console.print(f"exit {code}")

@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from verbspec.proofs.report import EXIT_INCONCLUSIVE, EXIT_OK
+from verbspec.proofs.report import EXIT_INCONCLUSIVE, EXIT_OK, config_digest
 from verbspec.proofs.traces import write_trace
 
 
@@ -30,7 +30,8 @@ def regions_main(args: argparse.Namespace) -> int:
 
         raise ParamError("--window-max must be between 2 and 2^20")
     t0 = time.perf_counter()
-    with Progress(enabled=not args.json) as progress:
+    with Progress(enabled=not getattr(args, "quiet", False),
+                  label="verbspec regions") as progress:
         progress.start("gate: regions")
         rows = gz.region_table(window_max=args.window_max, progress=progress.note)
         progress.done()
@@ -38,7 +39,8 @@ def regions_main(args: argparse.Namespace) -> int:
     for row in rows:
         path = None
         if row.trace is not None:
-            name = f"gate-region-{_slug(row.condition)}-{row.invariant}.itf.json"
+            digest = config_digest(row.trace.params, row.trace.variants)
+            name = f"gate-region-{_slug(row.condition)}-{row.invariant}-{digest}.itf.json"
             path = str(write_trace(row.trace, args.trace_dir / name))
         kind = ("just outside" if row.condition else
                 "strengthening" if row.invariant in gz.LEMMAS else "property")

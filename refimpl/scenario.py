@@ -1,4 +1,5 @@
-"""``verbspec match FILE.json``: run the tag-matching engine over a receiver-side scenario.
+"""``verbspec match FILE.json`` (``-`` reads standard input): run the tag-matching engine over
+a receiver-side scenario.
 
 Input::
 
@@ -128,7 +129,7 @@ def _parse_events_fast(events: list) -> list[Event] | None:
         op = ev.get("op")
         if op == "cancel":
             eid = ev.get("id")
-            if len(ev) != 2 or eid not in posted or eid in cancelled:
+            if len(ev) != 2 or type(eid) is not str or eid not in posted or eid in cancelled:
                 return None
             cancelled.add(eid)
             append(("cancel", eid, 0, 0, 0, 0))
@@ -166,7 +167,7 @@ def _parse_events(events: list) -> list[Event]:
         if not isinstance(ev, dict):
             raise ScenarioError(f"{where}: expected an object")
         op = ev.get("op")
-        if op not in _FIELDS:
+        if not isinstance(op, str) or op not in _FIELDS:
             raise ScenarioError(f'{where}.op: expected "post_recv", "arrive" or "cancel"')
         fields = _FIELDS[op]
         for key in ev:
@@ -298,21 +299,41 @@ def run(sc: Scenario) -> Outcome:
     return run_offload(sc) if sc.capacity else run_software(sc)
 
 
+def read_text(path: str) -> str:
+    """The scenario's text: the file, or standard input for ``-``; ScenarioError when it cannot
+    be read or is not UTF-8."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except OSError as e:
+        raise ScenarioError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError as e:     # e.g. a path with a NUL byte
+        raise ScenarioError(f"cannot read {path!r}: {e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def load(text: str) -> Any:
+    """JSON text as Python values; ScenarioError naming what is wrong."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"$: not JSON ({e.msg} at line {e.lineno} column {e.colno})"
+                            ) from None
+    except RecursionError:
+        raise ScenarioError("$: JSON nested too deeply") from None
+    except ValueError as e:     # e.g. an integer of more digits than Python converts
+        raise ScenarioError(f"$: not JSON ({e})") from None
+
+
 def match_main(path: str) -> int:
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        print(f"verbspec match: cannot read {path}: {e.strerror}", file=sys.stderr)
-        return EXIT_INPUT
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        print(f"verbspec match: $: not JSON ({e.msg} at line {e.lineno} column {e.colno})",
-              file=sys.stderr)
-        return EXIT_INPUT
-    try:
-        sc = parse(doc)
+        sc = parse(load(read_text(path)))
     except ScenarioError as e:
         print(f"verbspec match: {e}", file=sys.stderr)
         return EXIT_INPUT

@@ -10,6 +10,7 @@ replays against the spec or an implementation.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from verbspec.spec.lts import Trace
@@ -52,27 +53,51 @@ def decode(value: Any, path: str = "$") -> Any:
             except (TypeError, ValueError):
                 raise TraceFormatError(f"{path}: #bigint is not an integer") from None
         if "#tup" in value:
-            return tuple(decode(v, f"{path}.#tup[{i}]") for i, v in enumerate(value["#tup"]))
+            return tuple(decode(v, f"{path}.#tup[{i}]")
+                         for i, v in enumerate(_items(value, "#tup", path)))
         if "#set" in value:
-            return frozenset(decode(v, f"{path}.#set[{i}]") for i, v in enumerate(value["#set"]))
+            items = [decode(v, f"{path}.#set[{i}]")
+                     for i, v in enumerate(_items(value, "#set", path))]
+            return _hashed(frozenset, items, f"{path}.#set")
         if "#map" in value:
             pairs = value["#map"]
             if not isinstance(pairs, list) or not all(
                 isinstance(p, list) and len(p) == 2 for p in pairs
             ):
                 raise TraceFormatError(f"{path}: #map must be a list of [key, value] pairs")
-            return {decode(k, path): decode(v, f"{path}[{decode(k, path)!r}]") for k, v in pairs}
+            keys = [decode(k, f"{path}.#map[{i}][0]") for i, (k, _) in enumerate(pairs)]
+            return _hashed(dict, [(k, decode(v, f"{path}[{k!r}]"))
+                                  for k, (_, v) in zip(keys, pairs, strict=True)],
+                           f"{path}.#map")
         return {k: decode(v, f"{path}.{k}") for k, v in value.items()}
-    raise TraceFormatError(f"{path}: unsupported JSON value {value!r}")
+    raise TraceFormatError(f"{path}: unsupported JSON value {_brief(value)}")
+
+
+def _items(value: dict, key: str, path: str) -> list:
+    items = value[key]
+    if not isinstance(items, list):
+        raise TraceFormatError(f"{path}.{key}: expected a list")
+    return items
+
+
+def _hashed(kind: Any, items: list, path: str) -> Any:
+    """A set or map of decoded values; records and maps cannot be set members or map keys."""
+    try:
+        return kind(items)
+    except TypeError:
+        raise TraceFormatError(f"{path}: a member or key is a record or map") from None
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 def trace_to_itf(trace: Trace) -> dict[str, Any]:
     states = []
     vars_: list[str] = ["action", "args"]
     for i, step in enumerate(trace.steps):
-        body = encode(step.state)
-        if not isinstance(body, dict):
-            body = {"state": body}
+        body = state_body(step.state)
         if i == 0:
             vars_ += list(body)
         entry: dict[str, Any] = {"#meta": {"index": i}, "action": step.action,
@@ -97,6 +122,13 @@ def decode_states(doc: Any) -> tuple[dict[str, Any], list[tuple[str, dict, dict]
     """Check a decoded JSON document is an ITF trace as verbspec writes it and decode it: its
     ``#meta`` and, per state, (action, args, other variables). Raises TraceFormatError naming
     the JSON path of the first problem."""
+    try:
+        return _decode_states(doc)
+    except RecursionError:
+        raise TraceFormatError("$: nested too deeply") from None
+
+
+def _decode_states(doc: Any) -> tuple[dict[str, Any], list[tuple[str, dict, dict]]]:
     if not isinstance(doc, dict):
         raise TraceFormatError("$: an ITF trace is a JSON object")
     meta = doc.get("#meta")
@@ -125,4 +157,83 @@ def decode_states(doc: Any) -> tuple[dict[str, Any], list[tuple[str, dict, dict]
         body = {k: decode(v, f"{where}.{k}") for k, v in st.items()
                 if k not in ("#meta", "action", "args")}
         out.append((st["action"], args, body))
-    return decode(meta, "$.#meta"), out
+    decoded = decode(meta, "$.#meta")
+    if not isinstance(decoded, dict):   # e.g. {"#set": [...]}, which decodes to a set
+        raise TraceFormatError("$.#meta: not a record")
+    return check_meta(decoded), out
+
+
+def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """The ``#meta`` fields verbspec reads, checked for their types: ``variants`` a list of
+    names, ``params`` an object, ``protocol`` and ``violation`` strings."""
+    variants = meta.get("variants", ())
+    if not isinstance(variants, tuple) or not all(isinstance(v, str) for v in variants):
+        raise TraceFormatError(f"$.#meta.variants: expected a list of variant names, found "
+                               f"{_brief(variants)}")
+    if not isinstance(meta.get("params", {}), dict):
+        raise TraceFormatError("$.#meta.params: not an object")
+    for key in ("protocol", "violation", "message"):
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            raise TraceFormatError(f"$.#meta.{key}: not a string")
+    return meta
+
+
+def state_body(state: Any) -> dict[str, Any]:
+    """A state's variables as an ITF trace records them (encoded)."""
+    body = encode(state)
+    return body if isinstance(body, dict) else {"state": body}
+
+
+_ABSENT = "(absent)"
+
+
+def first_difference(said: Any, got: Any, path: str = "$") -> tuple[str, Any, Any] | None:
+    """The first place two encoded ITF values differ: (JSON path, recorded value, replayed
+    value), or None when they are equal. Maps compare by key, whatever their order."""
+    if isinstance(said, dict) and isinstance(got, dict):
+        if "#map" in said and "#map" in got:
+            return _map_difference(said["#map"], got["#map"], path)
+        for k in [*said, *(k for k in got if k not in said)]:
+            if k not in said or k not in got:
+                return (f"{path}.{k}", said.get(k, _ABSENT), got.get(k, _ABSENT))
+            diff = first_difference(said[k], got[k], f"{path}.{k}")
+            if diff:
+                return diff
+        return None
+    if isinstance(said, list) and isinstance(got, list):
+        for i in range(max(len(said), len(got))):
+            if i >= len(said) or i >= len(got):
+                return (f"{path}[{i}]", said[i] if i < len(said) else _ABSENT,
+                        got[i] if i < len(got) else _ABSENT)
+            diff = first_difference(said[i], got[i], f"{path}[{i}]")
+            if diff:
+                return diff
+        return None
+    if type(said) is not type(got) or said != got:
+        return (path, said, got)
+    return None
+
+
+def _map_difference(said: Any, got: Any, path: str) -> tuple[str, Any, Any] | None:
+    if not (isinstance(said, list) and isinstance(got, list)):
+        return first_difference(said, got, f"{path}.#map")
+
+    def keyed(pairs: list) -> dict[str, Any]:
+        return {json.dumps(p[0], sort_keys=True): p[1] for p in pairs
+                if isinstance(p, list) and len(p) == 2}
+
+    a, b = keyed(said), keyed(got)
+    for k in [*a, *(k for k in b if k not in a)]:
+        where = f"{path}[{k}]"
+        if k not in a or k not in b:
+            return (where, a.get(k, _ABSENT), b.get(k, _ABSENT))
+        diff = first_difference(a[k], b[k], where)
+        if diff:
+            return diff
+    return None
+
+
+def shown(value: Any, limit: int = 80) -> str:
+    """An encoded ITF value as compact JSON text, cut to ``limit`` characters."""
+    text = value if value == _ABSENT else json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

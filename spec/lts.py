@@ -162,7 +162,8 @@ def replay(system: System, moves: Iterable[tuple[str, dict[str, Any]]],
             args = tuple(kwargs[p] for p in act.params)
         except KeyError as e:
             raise ValueError(f"step {i}: action {name} lacks argument {e.args[0]!r}") from None
-        if args not in set(act.enabled(trace.steps[-1].state)):
+        # compared by equality, not hashing: a trace's arguments may be unhashable records
+        if args not in list(act.enabled(trace.steps[-1].state)):
             raise ValueError(f"step {i}: action {name}{args} is not enabled")
         run_step(system, trace, act, args)
     return trace

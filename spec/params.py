@@ -102,3 +102,24 @@ def check_variants(known: Sequence[Variant], names: Iterable[str]) -> tuple[str,
     return tuple(out)
 
 
+
+
+def value_range(spec: ParamSpec) -> str:
+    """The values a parameter accepts, as text: its choices, or its integer range."""
+    if spec.choices:
+        return " | ".join(spec.choices)
+    if spec.lo is not None and spec.hi is not None:
+        return f"{spec.lo}..{spec.hi}"
+    if spec.lo is not None:
+        return f">= {spec.lo}"
+    if spec.hi is not None:
+        return f"<= {spec.hi}"
+    return "any integer" if spec.type is int else f"any {spec.type.__name__}"
+
+
+def describe(spec: ParamSpec) -> dict[str, Any]:
+    """A parameter as JSON: name, type, default, range (lo, hi: null when unbounded), choices,
+    and its documentation."""
+    return {"name": spec.name, "type": spec.type.__name__, "default": spec.default,
+            "lo": spec.lo, "hi": spec.hi, "choices": list(spec.choices),
+            "range": value_range(spec), "doc": spec.doc}

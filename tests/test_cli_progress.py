@@ -1,0 +1,128 @@
+"""Progress for pipelines (heartbeat lines on stderr when it is not a terminal, a closing
+summary, ``--quiet``) and the JUnit report, read back with a JUnit parser."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+from verbspec.proofs.report import NotRun, Result, junit_xml
+from verbspec.refimpl import cli, progress
+from verbspec.refimpl.cli import main
+
+LINE = re.compile(r"^\d\d:\d\d:\d\d verbspec check: ")
+
+
+def slow_run(seconds: float, verdict: str = "held"):
+    """A stand-in for run_method that takes ``seconds`` and reports every invariant."""
+    def run(module, method, values, variants, opts):
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            opts.progress(f"depth {int(time.perf_counter() * 100) % 7}")
+            time.sleep(0.01)
+        system = module.build(values, variants)
+        return [Result(inv.name, module.PROTOCOL, method, verdict, "test bound", seconds)
+                for inv in system.invariants]
+    return run
+
+
+def test_heartbeat_lines_name_the_phase_without_a_terminal(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.1)
+    monkeypatch.setattr(cli, "run_method", slow_run(0.6))
+    assert main(["check", "--protocol", "tagmatch", "--method", "bmc",
+                 "--trace-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert all(LINE.match(ln) for ln in err), err
+    beats = [ln for ln in err if "tagmatch: bmc: depth" in ln and "(running" in ln]
+    assert len(beats) >= 3, err
+    assert err[0].endswith("tagmatch: bmc: started")
+    assert "tagmatch: bmc: done in" in err[-2]
+    assert re.search(r"verbspec check: 9 results \(9 held\) in [\d.]+s; exit 0$", err[-1])
+
+
+def test_heartbeat_interval_is_at_most_ten_seconds():
+    assert 0 < progress.HEARTBEAT_SECONDS <= 10
+    assert progress.Progress(terminal=False).interval == progress.HEARTBEAT_SECONDS
+
+
+def test_quiet_prints_no_progress(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.05)
+    monkeypatch.setattr(cli, "run_method", slow_run(0.3))
+    assert main(["check", "--protocol", "tagmatch", "--method", "bmc", "--quiet",
+                 "--trace-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr()
+    assert out.err == "" and "exit 0" in out.out
+
+
+def test_a_real_check_piped_logs_start_done_and_summary(tmp_path):
+    """The installed command, its stderr a pipe: every line timestamped, a closing summary."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "verbspec.refimpl.cli", "check", "--protocol", "tagmatch",
+         "--method", "explore", "--examples", "5", "--steps", "10", "--trace-dir",
+         str(tmp_path / "t")], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.splitlines()
+    assert err and all(LINE.match(ln) for ln in err), err
+    assert err[0].endswith("tagmatch: explore: started")
+    assert err[-1].endswith("exit 0")
+    # Hypothesis's storage stays out of the working directory
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_hypothesis_dir_keeps_its_storage_where_asked(tmp_path):
+    store = tmp_path / "hyp"
+    proc = subprocess.run(
+        [sys.executable, "-m", "verbspec.refimpl.cli", "check", "--protocol", "tagmatch",
+         "--method", "explore", "--examples", "5", "--steps", "10", "--quiet",
+         "--hypothesis-dir", str(store)], capture_output=True, text=True, cwd=tmp_path,
+        timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / ".hypothesis").exists()
+    assert store.is_dir() and any(store.iterdir())
+
+
+# ------------------------------------------------------------------------------ JUnit
+def test_junit_report_reads_back_one_case_per_protocol_method_invariant(tmp_path, capsys):
+    report = tmp_path / "reports" / "verbspec.xml"
+    code = main(["check", "--protocol", "tagmatch", "--method", "bmc", "--quiet",
+                 "--variant", "silent-truncation", "--trace-dir", str(tmp_path / "t"),
+                 "--junit", str(report)])
+    assert code == 1
+    xml = JUnitXml.fromfile(str(report))
+    suites = list(xml)
+    assert len(suites) == 1
+    suite = suites[0]
+    cases = {(c.classname, c.name): c for c in suite}
+    assert len(cases) == suite.tests == 9
+    assert all(k[0] == "verbspec.tagmatch.bmc" for k in cases)
+    bad = cases["verbspec.tagmatch.bmc", "truncation_reported"]
+    assert [type(r) for r in bad.result] == [Failure]
+    assert "completed without a truncation error" in bad.result[0].message
+    assert "tagmatch-silent-truncation-bmc-truncation_reported-" in bad.result[0].text
+    assert suite.failures == 1 and suite.skipped == 0 and suite.errors == 0
+    assert sum(1 for c in suite if c.is_passed) == 8
+
+
+def test_junit_inconclusive_and_not_run_are_skipped(tmp_path):
+    results = [Result("a", "gate", "prove", "proved", "unbounded", 1.0),
+               Result("b", "gate", "prove", "inconclusive", "not proved", 1.0, None,
+                      "outside the model"),
+               Result("c", "gate", "prove", "violated", "trace of 3 steps", 1.0, "t.itf.json",
+                      "broke")]
+    path = tmp_path / "j.xml"
+    path.write_text(junit_xml(results, [NotRun("gate", "bmc", "a", "too big")]))
+    suite = next(iter(JUnitXml.fromfile(str(path))))
+    kinds = {(c.classname, c.name): [type(r) for r in c.result] for c in suite}
+    assert kinds == {("verbspec.gate.prove", "a"): [],
+                     ("verbspec.gate.prove", "b"): [Skipped],
+                     ("verbspec.gate.prove", "c"): [Failure],
+                     ("verbspec.gate.bmc", "a"): [Skipped]}
+    assert not any(Error in k for k in kinds.values())
+    assert (suite.tests, suite.failures, suite.skipped) == (4, 1, 2)
+    # a method's time counts once, not once per invariant
+    assert suite.time == pytest.approx(1.0)
