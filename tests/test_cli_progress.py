@@ -14,19 +14,20 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from verbspec.proofs.report import NotRun, Result, junit_xml
 from verbspec.refimpl import cli, progress
 from verbspec.refimpl.cli import main
+from verbspec.spec import protocols
 
 LINE = re.compile(r"^\d\d:\d\d:\d\d verbspec check: ")
 
 
 def slow_run(seconds: float, verdict: str = "held"):
     """A stand-in for run_method that takes ``seconds`` and reports every invariant."""
-    def run(module, method, values, variants, opts):
+    def run(protocol, method, values, variants, opts):
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             opts.progress(f"depth {int(time.perf_counter() * 100) % 7}")
             time.sleep(0.01)
-        system = module.build(values, variants)
-        return [Result(inv.name, module.PROTOCOL, method, verdict, "test bound", seconds)
+        system = protocols.load(protocol).build(values, variants)
+        return [Result(inv.name, protocol, method, verdict, "test bound", seconds)
                 for inv in system.invariants]
     return run
 
