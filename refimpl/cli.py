@@ -45,6 +45,7 @@ from verbspec.spec.lts import InvariantViolation, Trace, replay
 from verbspec.spec.params import ParamError, check_variants, describe, parse_assignments
 
 PROTOCOLS = tuple(protocols.MODULES)
+DEFAULTS = Options()     # every check option's default, kept with the checkers
 
 DESCRIPTION = ("Check executable specs of RDMA receive-side protocols (gate window, MPI tag "
                "matching): prove, bounded-check or explore their invariants; replay and draw "
@@ -149,22 +150,22 @@ def _check_parser(c: Parser) -> None:
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--variant", action="append", default=[], metavar="NAME",
                    help="check a named variant (repeatable; see 'verbspec variants')")
-    c.add_argument("--examples", type=int, default=300, help="explore: Hypothesis examples")
-    c.add_argument("--steps", type=int, default=400, help="explore: steps per example")
+    c.add_argument("--examples", type=int, default=DEFAULTS.examples, help="explore: Hypothesis examples")
+    c.add_argument("--steps", type=int, default=DEFAULTS.steps, help="explore: steps per example")
     c.add_argument("--seed", type=int, default=None,
                    help="explore: random seed (None: derandomized, reproducible); bmc: "
                         "seed of its random walks (None: 0)")
     c.add_argument("--depth", type=int, default=None,
                    help="bmc: trace length bound (None: the protocol's own)")
-    c.add_argument("--max-states", type=int, default=400_000, help="bmc: state budget")
-    c.add_argument("--fault-free-max-states", type=int, default=100_000,
+    c.add_argument("--max-states", type=int, default=DEFAULTS.max_states, help="bmc: state budget")
+    c.add_argument("--fault-free-max-states", type=int, default=DEFAULTS.fault_free_max_states,
                    help="bmc: state budget of the fault-free phase (protocols that have one)")
-    c.add_argument("--one-fault-max-states", type=int, default=100_000,
+    c.add_argument("--one-fault-max-states", type=int, default=DEFAULTS.one_fault_max_states,
                    help="bmc: state budget of the one-fault phase (protocols that have one)")
-    c.add_argument("--walks", type=int, default=100,
+    c.add_argument("--walks", type=int, default=DEFAULTS.walks,
                    help="bmc: fault-free random walks of the last phase, after the searches "
                         "(protocols that have one; 0: none)")
-    c.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"),
+    c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for counterexample traces (created when a trace is "
                         "written); names carry a digest of the parameters and variants")
     c.add_argument("--json", action="store_true", help="print one JSON object")
@@ -182,7 +183,7 @@ def _check_parser(c: Parser) -> None:
 def _regions_parser(g: Parser) -> None:
     g.add_argument("--window-max", type=int, default=256, metavar="N",
                    help="largest window of the region (symbolic in 2..N)")
-    g.add_argument("--trace-dir", type=Path, default=Path("verbspec-traces"),
+    g.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for the traces just outside the region")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
