@@ -150,7 +150,8 @@ def _check_parser(c: Parser) -> None:
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--variant", action="append", default=[], metavar="NAME",
                    help="check a named variant (repeatable; see 'verbspec variants')")
-    c.add_argument("--examples", type=int, default=DEFAULTS.examples, help="explore: Hypothesis examples")
+    c.add_argument("--examples", type=int, default=DEFAULTS.examples,
+                   help="explore: Hypothesis examples")
     c.add_argument("--steps", type=int, default=DEFAULTS.steps, help="explore: steps per example")
     c.add_argument("--seed", type=int, default=None,
                    help="explore: random seed (None: derandomized, reproducible); bmc: "
