@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +49,8 @@ class ExploreResult:
         return self.violation.trace if self.violation else None
 
 
-def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = ()):
+def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (),
+                progress: Callable[[ExploreStats], None] | None = None):
     """A RuleBasedStateMachine that runs the system's actions.
 
     Each step draws an action among those whose guard holds, then its arguments among the
@@ -64,6 +65,8 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
         def __init__(self) -> None:
             super().__init__()
             stats.examples += 1
+            if progress is not None:
+                progress(stats)
             self.trace = start_trace(system, variants)
             self.allowed: frozenset[str] = frozenset()
 
@@ -116,17 +119,20 @@ def hypothesis_storage(directory: Path | None) -> Iterator[None]:
 
 def explore(system: System, *, examples: int, steps: int, seed: int | None = None,
             variants: Sequence[str] = (), shrink_seconds: float = 60.0,
-            storage: Path | None = None) -> ExploreResult:
+            storage: Path | None = None,
+            progress: Callable[[ExploreStats], None] | None = None) -> ExploreResult:
     """Run the Hypothesis exploration; ``storage`` is where Hypothesis may keep files (see
-    :func:`hypothesis_storage`)."""
+    :func:`hypothesis_storage`); ``progress`` is called with the statistics at the start of
+    each example."""
     with hypothesis_storage(storage):
-        return _explore(system, examples, steps, seed, variants, shrink_seconds)
+        return _explore(system, examples, steps, seed, variants, shrink_seconds, progress)
 
 
 def _explore(system: System, examples: int, steps: int, seed: int | None,
-             variants: Sequence[str], shrink_seconds: float) -> ExploreResult:
+             variants: Sequence[str], shrink_seconds: float,
+             progress: Callable[[ExploreStats], None] | None) -> ExploreResult:
     stats = ExploreStats()
-    machine = machine_for(system, stats, variants)
+    machine = machine_for(system, stats, variants, progress)
     if seed is not None:
         machine = hyp_seed(seed)(machine)
     conf = settings(

@@ -72,8 +72,12 @@ def _results(system: System, method: str, bound: str, seconds: float,
 
 
 def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[Result]:
+    def tick(st: Any) -> None:
+        if opts.progress:
+            opts.progress(f"example {st.examples}/{opts.examples}, {st.steps} steps")
+
     res = explore(system, examples=opts.examples, steps=opts.steps, seed=opts.seed,
-                  variants=variants, storage=opts.hypothesis_dir)
+                  variants=variants, storage=opts.hypothesis_dir, progress=tick)
     st = res.stats
     bound = (f"{st.examples} examples, {st.steps} steps, depth <= {st.max_depth} "
              f"({st.steps / max(res.seconds, 1e-9):.0f} steps/s)")

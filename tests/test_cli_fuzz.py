@@ -59,7 +59,7 @@ def bad_paths(tmp: Path) -> st.SearchStrategy[str]:
     return st.sampled_from([
         str(tmp / "afile" / "x"), str(tmp / "afile"), "/proc/verbspec/x", str(tmp),
         str(tmp / ("x" * 300)), str(tmp / "nul\x00byte"), str(tmp / "\udcff\udcfe"),
-        str(tmp / "new" / "deeper"), "", "-", str(tmp / "ok.out"),
+        str(tmp / "new" / "deeper"), "", str(tmp / "-"), str(tmp / "ok.out"),
     ])
 
 
