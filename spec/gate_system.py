@@ -261,27 +261,27 @@ class GateSystem:
 
 def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *, progress: Any = None,
           trace_dir: Any = None) -> list:
-    """z3 induction over the model of proofs/gate_z3.py (decode-only workloads, faults too)."""
-    from verbspec.proofs import gate_z3
+    """z3 induction over the model of proofs/gate/ (decode-only workloads, faults too)."""
+    from verbspec.proofs.gate import induction
 
-    return gate_z3.prove(values, variants, progress=progress, trace_dir=trace_dir)
+    return induction.prove(values, variants, progress=progress, trace_dir=trace_dir)
 
 
 def prove_scope(values: Mapping[str, Any], variants: Sequence[str] = ()) -> str | None:
     """Why ``prove`` cannot decide this configuration (it is outside the model), or None."""
-    from verbspec.proofs import gate_z3
+    from verbspec.proofs.gate import induction
 
-    return gate_z3.out_of_scope(build(values, variants).params, variants)
+    return induction.out_of_scope(build(values, variants).params, variants)
 
 
 def shortest_run(values: Mapping[str, Any], variants: Sequence[str], invariant: str,
                  steps: int) -> str | None:
     """bmc's hook for a random walk's trace: why no fault-free run breaking ``invariant`` is
-    shorter than ``steps`` (proofs/gate_bound.py: no_silent_drop under depth-mismatch), or
+    shorter than ``steps`` (proofs/gate/bound.py: no_silent_drop under depth-mismatch), or
     None."""
-    from verbspec.proofs import gate_bound
+    from verbspec.proofs.gate import bound
 
-    return gate_bound.shortest_run(values, variants, invariant, steps)
+    return bound.shortest_run(values, variants, invariant, steps)
 
 
 def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem:
