@@ -48,23 +48,23 @@ class Checks:
 
 
 def _gate_prove(values: Values, variants: Sequence[str] = (), **kw: Any) -> list[Result]:
-    from verbspec.proofs import gate_z3
+    from verbspec.proofs.gate import induction
 
-    return gate_z3.prove(values, variants, **kw)
+    return induction.prove(values, variants, **kw)
 
 
 def _gate_scope(values: Values, variants: Sequence[str] = ()) -> str | None:
-    from verbspec.proofs import gate_z3
+    from verbspec.proofs.gate import induction
     from verbspec.spec.gate.system import build
 
-    return gate_z3.out_of_scope(build(values, variants).params, variants)
+    return induction.out_of_scope(build(values, variants).params, variants)
 
 
 def _gate_shortest_run(values: Values, variants: Sequence[str], invariant: str,
                        steps: int) -> str | None:
-    from verbspec.proofs import gate_bound
+    from verbspec.proofs.gate import bound
 
-    return gate_bound.shortest_run(values, variants, invariant, steps)
+    return bound.shortest_run(values, variants, invariant, steps)
 
 
 def _tagmatch_prove(values: Values, variants: Sequence[str] = (), **kw: Any) -> list[Result]:

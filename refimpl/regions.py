@@ -22,7 +22,7 @@ def _slug(text: str) -> str:
 
 
 def regions_main(args: argparse.Namespace) -> int:
-    from verbspec.proofs import gate_z3 as gz
+    from verbspec.proofs.gate import induction, lemmas, parameters, regions
     from verbspec.refimpl.progress import Progress
 
     if not 2 <= args.window_max <= 1 << 20:
@@ -33,7 +33,7 @@ def regions_main(args: argparse.Namespace) -> int:
     with Progress(enabled=not getattr(args, "quiet", False),
                   label="verbspec regions") as progress:
         progress.start("gate: regions")
-        rows = gz.region_table(window_max=args.window_max, progress=progress.note)
+        rows = regions.region_table(window_max=args.window_max, progress=progress.note)
         progress.done()
     out: list[dict[str, Any]] = []
     for row in rows:
@@ -43,7 +43,7 @@ def regions_main(args: argparse.Namespace) -> int:
             name = f"gate-region-{_slug(row.condition)}-{row.invariant}-{digest}.itf.json"
             path = str(write_trace(row.trace, args.trace_dir / name))
         kind = ("just outside" if row.condition else
-                "strengthening" if row.invariant in gz.LEMMAS else "property")
+                "strengthening" if row.invariant in lemmas.LEMMAS else "property")
         out.append({"invariant": row.invariant, "kind": kind, "condition": row.condition,
                     "region": row.region, "verdict": row.verdict,
                     "seconds": round(row.seconds, 3), "counterexample": row.counterexample,
@@ -52,13 +52,13 @@ def regions_main(args: argparse.Namespace) -> int:
     settled = all(r["verdict"] == ("violated" if r["condition"] else "proved") for r in out)
     code = EXIT_OK if settled else EXIT_INCONCLUSIVE
     if args.json:
-        print(json.dumps({"region": gz.region_text(args.window_max), "domain": gz.DOMAIN,
-                          "scope": gz.SCOPE, "rows": out,
+        print(json.dumps({"region": regions.region_text(args.window_max),
+                          "domain": parameters.DOMAIN, "scope": induction.SCOPE, "rows": out,
                           "seconds": round(time.perf_counter() - t0, 3)}, indent=1))
         return code
     console = Console(file=sys.stdout, width=max(Console().width, 140))
-    console.print(f"[bold]region[/]: {gz.region_text(args.window_max)}\n"
-                  f"[bold]domain[/]: {gz.DOMAIN}\n[bold]scope[/]: {gz.SCOPE}")
+    console.print(f"[bold]region[/]: {regions.region_text(args.window_max)}\n"
+                  f"[bold]domain[/]: {parameters.DOMAIN}\n[bold]scope[/]: {induction.SCOPE}")
     table = Table(title="verbspec regions (gate)")
     for col in ("invariant", "kind", "where", "verdict", "s", "counterexample / trace"):
         table.add_column(col, overflow="fold")

@@ -35,7 +35,7 @@ SHORTEST = {
 # variant -> (invariant, trace length): past the searches' budgets, found by the random walks;
 # depth-mismatch overruns rank 1's 64 staging receives with a 65-chunk big gate, which takes at
 # least 148 steps (65 transmits and 65 deliveries, 18 steps of the two ranks' own), as the
-# induction of proofs/gate_bound.py shows
+# induction of proofs/gate/bound.py shows
 WALKED = {"depth-mismatch": ("no_silent_drop", 148)}
 
 
@@ -191,7 +191,7 @@ def test_the_random_walks_refute_what_the_searches_cannot_reach(variant, tmp_pat
     assert code == 1
     (bad,) = [r for r in out["results"] if r["verdict"] == "violated"]
     assert bad["invariant"] == invariant
-    # proofs/gate_bound.py shows no fault-free run that drops a message is shorter
+    # proofs/gate/bound.py shows no fault-free run that drops a message is shorter
     assert bad["bound"].startswith(f"trace of {length} steps, a shortest fault-free run: no "
                                    f"fault-free run that drops a message is shorter (z3 "
                                    f"induction on the model")

@@ -1,15 +1,18 @@
-"""The lower bound on dropping runs under depth-mismatch (proofs/gate_bound.py): at a point small
+"""The lower bound on dropping runs under depth-mismatch (proofs/gate/bound.py): at a point small
 enough for breadth-first search, the bound it proves is exactly the length of the shortest run
 the search finds (test_gate_bmc.py: 18 + 2 * (chain_max + 1) steps), and one step more fails; a
 potential that a step raises by more than one is caught."""
 
 from __future__ import annotations
 
-import z3
+from dataclasses import replace
+
 from configs import GATE_SMALL
 
-from verbspec.proofs import gate_bound as gb
-from verbspec.proofs import gate_z3 as gz
+from verbspec.proofs.gate import bound as gb
+from verbspec.proofs.gate.abstraction import evaluate, value_terms, zero_values
+from verbspec.proofs.gate.terms import fresh_state
+from verbspec.proofs.gate.vocabulary import BIG_XFER, Ghost, Rank, Script, State
 from verbspec.proofs.solving import Solvers
 
 SMALL = GATE_SMALL
@@ -26,7 +29,7 @@ def test_the_bound_is_the_shortest_run_breadth_first_search_finds():
 
 def test_a_potential_that_a_step_raises_by_two_is_caught(monkeypatch):
     # reading the barrier byte counted as two steps: the induction must refuse it
-    monkeypatch.setitem(gb.STAGE, gz.BIG_XFER, gb.STAGE[gz.BIG_XFER] + 1)
+    monkeypatch.setitem(gb.STAGE, BIG_XFER, gb.STAGE[BIG_XFER] + 1)
     prm, chunks = gb.model_params(SMALL, ["depth-mismatch"])
     with Solvers() as pool:
         bad = gb.potential_steps(prm, list(gb.LEMMAS), chunks, SHORTEST, pool)
@@ -41,17 +44,18 @@ def test_the_proof_applies_only_to_drops_under_depth_mismatch():
 
 def test_runs_end_at_a_drop_or_at_a_completed_mismatched_window():
     prm, _ = gb.model_params({}, ["depth-mismatch"])
-    s = gz.fresh_state("s")
+    s = fresh_state("s")
     ends = gb.run_ends(s, prm)
-    quiet = [(v, z3.BoolVal(False) if z3.is_bool(v) else z3.BitVecVal(0, v.size()))
-             for v in s.values()]
+    rank = zero_values(Rank)
+    quiet = State((rank, rank), zero_values(Ghost), zero_values(Script))
 
-    def at(**values: int | bool) -> bool:
-        pairs = gz.value_terms(values, s)
-        named = {str(a) for a, _ in pairs}
-        return gz.evaluate(ends, pairs + [p for p in quiet if str(p[0]) not in named])
+    def at(r: int = 0, dropped: bool = False, **values: int) -> bool:
+        ranks = [rank, rank]
+        ranks[r] = replace(rank, **values)
+        state = replace(quiet, rank=tuple(ranks), ghost=replace(quiet.ghost, dropped=dropped))
+        return evaluate(ends, value_terms(state, s))
 
     assert at(dropped=True)
     # rank 1's windows hold 64 chunks, rank 0's 256: a 65-chunk big gate is mismatched
-    assert at(K1=65, BB1=64) and at(K0=65, BB0=65)
-    assert not at(K1=65, BB1=0) and not at(K1=64, BB1=64)
+    assert at(1, big_chunks=65, big_base=64) and at(0, big_chunks=65, big_base=65)
+    assert not at(1, big_chunks=65, big_base=0) and not at(1, big_chunks=64, big_base=64)

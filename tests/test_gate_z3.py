@@ -9,7 +9,12 @@ import random
 
 import z3
 
-from verbspec.proofs import gate_z3 as gz
+from verbspec.proofs.gate import bmc, induction, lemmas, moves, widening
+from verbspec.proofs.gate.abstraction import alpha, evaluate, step_choices, value_terms
+from verbspec.proofs.gate.parameters import domain, param_terms, params_of
+from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
+from verbspec.proofs.gate.terms import Edit, Move, fresh_choice, fresh_params, fresh_state, z64
+from verbspec.proofs.gate.vocabulary import ENCODED_VARIANTS, spec_actions, spec_variants
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate.system import INVARIANTS, build
 
@@ -58,11 +63,11 @@ class Checker:
     """The model's relations and properties over symbolic states, built once per action."""
 
     def __init__(self) -> None:
-        self.s, self.t = gz.fresh_state("s"), gz.fresh_state("t")
-        self.ch, self.prm = gz.fresh_choice("s"), gz.fresh_params()
+        self.s, self.t = fresh_state("s"), fresh_state("t")
+        self.ch, self.prm = fresh_choice("s"), fresh_params()
         self.moves: dict[tuple[str, int], z3.BoolRef] = {}
         # every property's verdict in one term: bit i is property i
-        props = {**gz.PROPERTIES, **gz.CONSEQUENCES}
+        props = {**PROPERTIES, **CONSEQUENCES}
         names = list(props)
         bits = [z3.If(props[n](self.t, self.prm), z3.BitVecVal(1, 1),
                       z3.BitVecVal(0, 1)) for n in names]
@@ -71,7 +76,7 @@ class Checker:
     def move(self, name: str, r: int) -> z3.BoolRef:
         key = (name, r)
         if key not in self.moves:
-            self.moves[key] = gz.move(name, r, self.s, self.t, self.prm, self.ch)
+            self.moves[key] = moves.move(name, r, self.s, self.t, self.prm, self.ch)
         return self.moves[key]
 
     def properties(self, pairs) -> dict[str, bool]:
@@ -81,16 +86,16 @@ class Checker:
 
 
 def _walk(chk: Checker, values: dict, rng: random.Random, steps: int,
-          variants: tuple[str, ...] = (), lemmas: dict | None = None) -> tuple[int, list]:
+          variants: tuple[str, ...] = (), claims: dict | None = None) -> tuple[int, list]:
     """One random run (decode-only and fault-free unless the point says otherwise); every step
-    checked, and with ``lemmas`` every state all invariants hold in checked against them."""
+    checked, and with ``claims`` every state all invariants hold in checked against them."""
     system = build({"faults": 0, "big_gates": 0, **values,
                     "ops": rng.choice((3, 6, 10**6))}, variants)
     cfg = system.params
-    ppairs = gz.value_terms(gz.params_of(cfg, variants), chk.prm)
+    ppairs = value_terms(params_of(cfg, variants), chk.prm)
     acts = [a for a in system.actions if not a.fault or cfg.faults]
     state = system.initial()
-    pre_vals = gz.alpha(cfg, state)
+    pre_vals = alpha(cfg, state)
     checked, bad = 0, []
     for _ in range(steps):
         options = [(a, args) for a in acts for args in a.enabled(state)]
@@ -102,17 +107,13 @@ def _walk(chk: Checker, values: dict, rng: random.Random, steps: int,
             options = steady
         act, args = rng.choice(options)
         post, _ = act.apply(state, *args)
-        post_vals = gz.alpha(cfg, post)
+        post_vals = alpha(cfg, post)
         r = args[0]
-        choice = dict.fromkeys(chk.ch, 0)
-        if act.name == "reap":
-            choice.update(gz.reap_choice(state, r))
-        if act.name == "call_big":
-            choice[f"kn{r}"] = args[1]
-        pairs = (gz.value_terms(pre_vals, chk.s) + gz.value_terms(post_vals, chk.t) + ppairs
-                 + gz.value_terms(choice, chk.ch))
+        choice = step_choices(state, act.name, args)
+        pairs = (value_terms(pre_vals, chk.s) + value_terms(post_vals, chk.t) + ppairs
+                 + value_terms(choice, chk.ch))
         checked += 1
-        if not gz.evaluate(chk.move(act.name, r), pairs):
+        if not evaluate(chk.move(act.name, r), pairs):
             bad.append(f"{values}: {act.name}{args} is not a step of the model")
             break
         concrete = {inv.name: inv.check(post) is None for inv in system.invariants}
@@ -123,9 +124,9 @@ def _walk(chk: Checker, values: dict, rng: random.Random, steps: int,
                            f"{'holds' if concrete[name] else 'fails'}, the model disagrees")
         if bad or not all(concrete.values()):
             break       # the abstraction is defined up to the first violation
-        here = gz.value_terms(post_vals, chk.s) + ppairs
-        for name, term in (lemmas or {}).items():
-            if not gz.evaluate(term, here):
+        here = value_terms(post_vals, chk.s) + ppairs
+        for name, term in (claims or {}).items():
+            if not evaluate(term, here):
                 bad.append(f"{values}: after {act.name}{args} the strengthening invariant "
                            f"{name} is false in a reachable state")
         if bad:
@@ -154,13 +155,13 @@ def test_strengthening_invariants_hold_on_every_state_of_random_runs():
     gates and faults must not find a state that breaks one (before any invariant breaks)."""
     rng = random.Random(1129)
     chk = Checker()
-    lemmas = {n: f(chk.s, chk.prm) for n, f in gz.LEMMAS.items()
+    claims = {n: f(chk.s, chk.prm) for n, f in lemmas.LEMMAS.items()
               if n != "cq_room"}    # a condition on the parameters, false at small-CQ points
     pairs, walks = 0, 0
     points = [p for p in BIG_POINTS if not p[1]] + list(FAULT_POINTS[:3])
     while pairs < LEMMA_PAIRS_WANTED or walks < len(points):
         values, variants = points[walks % len(points)]
-        n, bad = _walk(chk, values, rng, rng.choice((100, 300)), variants, lemmas)
+        n, bad = _walk(chk, values, rng, rng.choice((100, 300)), variants, claims)
         assert not bad, bad
         pairs += n
         walks += 1
@@ -168,16 +169,16 @@ def test_strengthening_invariants_hold_on_every_state_of_random_runs():
 
 def test_alpha_of_the_initial_state_is_the_models_initial_state():
     system = build({"faults": 0})
-    s = gz.fresh_state("s")
-    pairs = gz.value_terms(gz.alpha(system.params, system.initial()), s)
-    assert gz.evaluate(gz.initial(s), pairs)
+    s = fresh_state("s")
+    pairs = value_terms(alpha(system.params, system.initial()), s)
+    assert evaluate(moves.initial(s), pairs)
 
 
 DECODE = {"faults": 0, "big_gates": 0}
 
 
 def test_every_invariant_is_proved_for_decode_workloads_with_faults():
-    results = gz.prove({"big_gates": 0})
+    results = induction.prove({"big_gates": 0})
     assert [r.invariant for r in results] == list(INVARIANTS)
     assert all(r.verdict == "proved" for r in results), [(r.invariant, r.detail) for r in
                                                        results if r.verdict != "proved"]
@@ -186,7 +187,7 @@ def test_every_invariant_is_proved_for_decode_workloads_with_faults():
 
 
 def test_window_one_drops_the_peers_next_gate(tmp_path):
-    results = {r.invariant: r for r in gz.prove({**DECODE, "window": 1}, trace_dir=tmp_path)}
+    results = {r.invariant: r for r in induction.prove({**DECODE, "window": 1}, trace_dir=tmp_path)}
     bad = results["no_silent_drop"]
     assert bad.verdict == "violated" and "UC dropped it" in bad.detail
     assert main(["replay", bad.trace]) == 1
@@ -194,28 +195,28 @@ def test_window_one_drops_the_peers_next_gate(tmp_path):
 
 def test_configurations_outside_the_model_are_inconclusive_and_say_why():
     for values in ({"qp_type": "rc"}, {**DECODE, "wire_loss": 1}):
-        results = gz.prove(values)
+        results = induction.prove(values)
         assert all(r.verdict == "inconclusive" for r in results)
         assert "the z3 model covers" in results[0].detail
     # the variants are modelled for decode-only workloads
-    results = gz.prove({}, ["no-barrier"])
+    results = induction.prove({}, ["no-barrier"])
     assert all(r.verdict == "inconclusive" for r in results)
     assert "variant no-barrier with big_gates=1" in results[0].detail
-    # depth-mismatch only matters with big gates, where prove leaves it to gate_bound.py
-    assert "variant depth-mismatch with big_gates=1" in gz.out_of_scope(
+    # depth-mismatch only matters with big gates, where prove leaves it to proofs/gate/bound.py
+    assert "variant depth-mismatch with big_gates=1" in induction.out_of_scope(
         build({}, ["depth-mismatch"]).params, ["depth-mismatch"])
-    results = gz.prove(DECODE, ["stray-warm-receive"])
+    results = induction.prove(DECODE, ["stray-warm-receive"])
     assert all(r.verdict == "inconclusive" for r in results)
     assert "variant stray-warm-receive" in results[0].detail
     # no-seq-check is harmless only without bad calls
-    results = gz.prove({"big_gates": 0}, ["no-seq-check"])
+    results = induction.prove({"big_gates": 0}, ["no-seq-check"])
     assert all(r.verdict == "inconclusive" for r in results)
     assert "no-seq-check with faults=1" in results[0].detail
 
 
 def test_no_barrier_is_refuted_not_proved(tmp_path):
     # the invariants a variant breaks must not be assumed while proving the others
-    results = {r.invariant: r for r in gz.prove(DECODE, ["no-barrier"], trace_dir=tmp_path)}
+    results = {r.invariant: r for r in induction.prove(DECODE, ["no-barrier"], trace_dir=tmp_path)}
     bad = results["no_silent_drop"]
     assert bad.verdict == "violated" and bad.bound == "shortest trace: 6 steps"
     assert main(["replay", bad.trace]) == 1
@@ -224,39 +225,38 @@ def test_no_barrier_is_refuted_not_proved(tmp_path):
 
 def test_the_deadlock_check_can_fail(monkeypatch):
     # a model whose gate_done waits for one gate more than arrived can never finish
-    real = gz.action_move
+    real = moves.MOVES["gate_done"]
 
-    def late(name, r, s, prm, choice):
-        m = real(name, r, s, prm, choice)
-        if name == "gate_done":
-            return gz.Move(z3.And(m.guard, z3.UGT(s[f"RD{r}"], s[f"S{r}"])), m.updates)
-        return m
+    def late(s, prm, r, choice):
+        m = real(s, prm, r, choice)
+        return Move(z3.And(m.guard, z3.UGT(s.rank[r].recv_done, s.rank[r].seq)), m.updates)
 
-    monkeypatch.setattr(gz, "action_move", late)
-    prm = gz.param_terms(gz.params_of(build(DECODE).params))
-    [ob] = gz.implied(prm, gz.domain, list(gz.ALL_INVARIANTS), chunks=(2,))
+    monkeypatch.setitem(moves.MOVES, "gate_done", late)
+    prm = param_terms(params_of(build(DECODE).params))
+    [ob] = induction.implied(prm, domain, list(lemmas.ALL_INVARIANTS), chunks=(2,))
     assert ob.verdict == "inconclusive" and "breaks it" in ob.detail
 
 
 def test_model_bmc_finds_the_short_counterexample_and_the_spec_agrees():
     system = build({"rq_depth": 31, "faults": 0})
-    prm = gz.param_terms(gz.params_of(system.params))
-    ce = gz.bmc(prm, gz.domain(prm), "queue_bounds", rungs=(4, 8))
+    prm = param_terms(params_of(system.params))
+    ce = bmc.bmc(prm, domain(prm), "queue_bounds", rungs=(4, 8))
     assert ce is not None and ce.depth <= 8
-    hit = gz.replay_on_spec(system, ce.moves)
+    hit = bmc.replay_on_spec(system, ce.moves)
     assert hit is not None and hit[0] == "queue_bounds"
 
 
 def test_a_model_that_forgets_uc_drops_is_caught(monkeypatch):
     # the cross-check must notice a drifted model: here deliver no longer records a drop
-    real = gz._deliver
+    real = moves.MOVES["deliver"]
 
-    def forgetful(s, prm, src):
-        m = real(s, prm, src)
-        m.updates["dropped"] = s["dropped"]
-        return m
+    def forgetful(s, prm, src, choice):
+        m = real(s, prm, src, choice)
+        upd = Edit(s, m.updates)
+        upd.ghost.dropped = s.ghost.dropped
+        return upd.move(m.guard)
 
-    monkeypatch.setattr(gz, "_deliver", forgetful)
+    monkeypatch.setitem(moves.MOVES, "deliver", forgetful)
     chk, rng = Checker(), random.Random(5)
     found = []
     for _ in range(40):
@@ -277,17 +277,17 @@ def test_widened_post_states_imply_the_real_ones_and_cancel_a_moved_count():
     x, y, z, k = (z3.BitVec(n, 32) for n in "xyzk")
     c, total = z3.Bool("c"), z3.BitVec("total", 64)
     moved = [(x, z3.If(c, x - 1, x)), (y, z3.If(c, y + 1, y)), (z, z - k)]
-    wide = gz._widened(moved)
-    assert [str(w[0]) for w in wide] == [str(gz.z64(v)) for v in (x, y, z)]
+    wide = widening.widened(moved)
+    assert [str(w[0]) for w in wide] == [str(z64(v)) for v in (x, y, z)]
     # what the guard and invariants would give: no step wraps
     no_wrap = z3.And(z3.Implies(c, x != 0), z3.Implies(c, y != 0xFFFFFFFF), z3.ULE(k, z))
-    conserved = gz.z64(x) + gz.z64(y) == total
-    for claim in (conserved, z3.ULE(gz.z64(z), gz.z64(x)), gz.z64(y) != 0):
-        widened, real = gz._post(claim, moved, wide), z3.substitute(claim, *moved)
+    conserved = z64(x) + z64(y) == total
+    for claim in (conserved, z3.ULE(z64(z), z64(x)), z64(y) != 0):
+        widened, real = widening.post_state(claim, moved, wide), z3.substitute(claim, *moved)
         assert _valid(z3.Implies(widened, real))      # never shows a false post-state
         assert _valid(z3.Implies(z3.And(no_wrap, real), widened))    # loses nothing
     # where x wraps the widened post-state fails (inconclusive), though the real one holds
-    widened = gz._post(conserved, moved, wide)
+    widened = widening.post_state(conserved, moved, wide)
     assert not _valid(z3.Implies(z3.substitute(conserved, *moved), widened))
     # the two steps cancel: what is left to show is the pre-state's sum
     post = widened.arg(widened.num_args() - 1)
@@ -297,7 +297,20 @@ def test_widened_post_states_imply_the_real_ones_and_cancel_a_moved_count():
 def test_wrapping_tags_self_cancelling_and_constant_steps_stay_narrow():
     tag, x, w = z3.BitVec("tag", 8), z3.BitVec("x", 32), z3.BitVec("w", 32)
     c = z3.Bool("c")
-    assert gz._widened([(tag, z3.If(c, tag + 1, tag))]) == []     # 8-bit tags wrap by design
-    assert gz._widened([(x, x + (w - x))]) == []                   # cancels in 32 bits
-    assert gz._widened([(x, x + 2)]) == []                         # every path, one constant
-    assert len(gz._widened([(x, z3.If(c, x + 2, x))])) == 1
+    assert widening.widened([(tag, z3.If(c, tag + 1, tag))]) == []     # 8-bit tags wrap by design
+    assert widening.widened([(x, x + (w - x))]) == []                   # cancels in 32 bits
+    assert widening.widened([(x, x + 2)]) == []                         # every path, one constant
+    assert len(widening.widened([(x, z3.If(c, x + 2, x))])) == 1
+
+
+def test_the_moves_are_the_specs_actions():
+    names = [a.name for a in spec_actions()]
+    assert len(moves.MOVES) == len(names) and set(moves.MOVES) == set(names)
+
+
+def test_every_spec_variant_is_encoded_or_outside_the_model():
+    for variant in spec_variants():
+        if variant in ENCODED_VARIANTS:
+            continue
+        why = induction.out_of_scope(build(DECODE, [variant]).params, [variant])
+        assert why is not None and f"variant {variant}" in why, variant

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from verbspec.proofs import gate_z3 as gz
+from verbspec.proofs.gate.lemmas import LEMMAS
+from verbspec.proofs.gate.regions import CONDITIONS
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate.system import INVARIANTS
 
@@ -17,10 +18,10 @@ def test_the_region_table_proves_the_region_and_refutes_each_condition(tmp_path,
     assert "2 <= window <= 8" in doc["region"]
     proofs = [r for r in doc["rows"] if not r["condition"]]
     outside = [r for r in doc["rows"] if r["condition"]]
-    assert {r["invariant"] for r in proofs} == set(INVARIANTS) | set(gz.LEMMAS)
+    assert {r["invariant"] for r in proofs} == set(INVARIANTS) | set(LEMMAS)
     assert all(r["verdict"] == "proved" for r in proofs)
-    assert [r["condition"] for r in outside] == [c.name for c in gz.CONDITIONS]
-    for row, cond in zip(outside, gz.CONDITIONS, strict=True):
+    assert [r["condition"] for r in outside] == [c.name for c in CONDITIONS]
+    for row, cond in zip(outside, CONDITIONS, strict=True):
         assert row["verdict"] == "violated" and row["invariant"] == cond.breaks
         assert "model admits every step: True" in row["counterexample"]
         assert main(["replay", row["trace"]]) == 1

@@ -1,9 +1,10 @@
 """The gate protocol, one rank's steps and the fabric's, as pure functions over GateState.
 
 Each ``do_*`` method is one protocol step: it takes a state (and the action's arguments) and
-returns the next state with the Observation an implementation would show for that step. Each
-``en_*`` method yields the argument tuples for which the step's guard holds. gate_system.py turns
-the pairs into the system's action list.
+returns the next state with the Observation an implementation would show for that step. Its
+``@action`` declaration names its parameters and its guard, an ``en_*`` method yielding the
+argument tuples for which the step is enabled; ``GateSpec.actions`` binds them into the
+system's action list.
 
 Error messages are ds4's where ds4 has one; the few added (for checks ds4 lacks) say which rule
 was broken.

@@ -27,67 +27,96 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import z3
 
-from verbspec.proofs import gate_z3 as gz
+from verbspec.proofs.gate.induction import induction
+from verbspec.proofs.gate.lemmas import LEMMAS as MODEL_LEMMAS
+from verbspec.proofs.gate.moves import action_move, initial
+from verbspec.proofs.gate.parameters import domain, param_terms, params_of
+from verbspec.proofs.gate.properties import Invariant, both
+from verbspec.proofs.gate.terms import (
+    conjuncts,
+    consts,
+    eph_in,
+    fresh_choice,
+    fresh_state,
+    own_window,
+    ph_in,
+    umin,
+    z64,
+)
+from verbspec.proofs.gate.vocabulary import (
+    ACTIONS,
+    BIG_BAR_READ,
+    BIG_BAR_SEND,
+    BIG_BEGIN,
+    BIG_HDR_READ,
+    BIG_HDR_SEND,
+    BIG_OP,
+    BIG_POST,
+    BIG_XFER,
+    DRAIN_POST,
+    DRAIN_WAIT,
+    INIT,
+    Params,
+    State,
+)
 from verbspec.proofs.solving import Solvers, query
-
-State = gz.State
-Params = gz.Params
+from verbspec.spec.gate.variants import DEPTH_MISMATCH
 
 
 def mismatched(prm: Params, k: z3.BitVecRef) -> z3.BoolRef:
     """A big gate of k chunks whose first windows differ between the ranks."""
-    w0, w1 = gz.own_window(prm, 0), gz.own_window(prm, 1)
-    return z3.And(w0 != w1, z3.UGT(k, gz.umin(w0, w1)))
+    w0, w1 = own_window(prm, 0), own_window(prm, 1)
+    return z3.And(w0 != w1, z3.UGT(k, umin(w0, w1)))
 
 
 def run_ends(s: State, prm: Params) -> z3.BoolRef:
     """The states the runs end in: a message dropped, or a mismatched window completed."""
-    return z3.Or(s["dropped"], *(z3.And(mismatched(prm, s[f"K{r}"]), s[f"BB{r}"] != 0)
-                                 for r in (0, 1)))
+    return z3.Or(s.ghost.dropped, *(z3.And(mismatched(prm, rk.big_chunks), rk.big_base != 0)
+                                    for rk in s.rank))
 
 
 # a rank's own steps in a big gate, by phase, before its receive chains and send sub-batches:
 # the call, the header written, read, (the drain), the window begun, the barrier written, read
-STAGE = {gz.BIG_HDR_SEND: 1, gz.BIG_HDR_READ: 2, gz.DRAIN_POST: 3, gz.DRAIN_WAIT: 3,
-         gz.BIG_BEGIN: 3, gz.BIG_POST: 4, gz.BIG_BAR_SEND: 4, gz.BIG_BAR_READ: 5,
-         gz.BIG_XFER: 6}
+STAGE = {BIG_HDR_SEND: 1, BIG_HDR_READ: 2, DRAIN_POST: 3, DRAIN_WAIT: 3, BIG_BEGIN: 3,
+         BIG_POST: 4, BIG_BAR_SEND: 4, BIG_BAR_READ: 5, BIG_XFER: 6}
 
 
 def _chains(prm: Params, n: z3.BitVecRef) -> z3.BitVecRef:
     """Posts of at most chain_max work requests each that n work requests took (n < 2^24):
     a shift where chain_max is a power of two, as it is in ds4 (cheaper to bit-blast)."""
-    cm = z3.simplify(prm["chain_max"])
+    cm = z3.simplify(prm.chain_max)
     up = n + (cm - 1)
     if z3.is_bv_value(cm) and cm.as_long() & (cm.as_long() - 1) == 0:
-        return gz.z64(z3.LShR(up, cm.as_long().bit_length() - 1))
-    return gz.z64(z3.UDiv(up, cm))
+        return z64(z3.LShR(up, cm.as_long().bit_length() - 1))
+    return z64(z3.UDiv(up, cm))
 
 
 def own_steps(s: State, prm: Params, r: int) -> z3.BitVecRef:
-    ph = s[f"ph{r}"]
+    me = s.rank[r]
+    ph = me.phase
     stage = z3.BitVecVal(0, 64)
     for code, k in STAGE.items():
         stage = z3.If(ph == code, z3.BitVecVal(k, 64), stage)
-    posted = gz.ph_in(s, r, gz.BIG_POST, gz.BIG_BAR_SEND, gz.BIG_BAR_READ, gz.BIG_XFER)
+    posted = ph_in(s, r, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER)
     zero = z3.BitVecVal(0, 64)
-    return z3.If(ph == gz.INIT, zero,
-                 1 + stage + z3.If(posted, _chains(prm, s[f"BP{r}"]), zero)
-                 + z3.If(ph == gz.BIG_XFER, _chains(prm, s[f"BS{r}"]), zero))
+    return z3.If(ph == INIT, zero,
+                 1 + stage + z3.If(posted, _chains(prm, me.big_posted), zero)
+                 + z3.If(ph == BIG_XFER, _chains(prm, me.big_sent), zero))
 
 
 def potential_terms(s: State, prm: Params) -> list[z3.BitVecRef]:
     """The potential's summands (64 bits, each below 2^33)."""
-    terms = [z3.If(s["dropped"], z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))]
-    for r in (0, 1):
+    terms = [z3.If(s.ghost.dropped, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))]
+    for r, me in enumerate(s.rank):
         # the rank's own steps; the big chunks transmitted from its window's sends, and those
         # landed in its window
-        terms += [own_steps(s, prm, r), gz.z64(s[f"BS{r}"]) - gz.z64(s[f"SQB{r}"]),
-                  gz.z64(s[f"BL{r}"])]
+        terms += [own_steps(s, prm, r), z64(me.big_sent) - z64(me.big_sends_queued),
+                  z64(me.big_landed)]
     return terms
 
 
@@ -100,34 +129,34 @@ def rise(before: Sequence[z3.BitVecRef], after: Sequence[z3.BitVecRef]) -> z3.Bi
 
 def _sends_counted(s: State, prm: Params, r: int) -> z3.BoolRef:
     """A window's sends still queued are among those it posted."""
-    return z3.ULE(s[f"SQB{r}"], s[f"BS{r}"])
+    return z3.ULE(s.rank[r].big_sends_queued, s.rank[r].big_sent)
 
 
 def _mismatch_unpassed(s: State, prm: Params, r: int) -> z3.BoolRef:
     """While a rank is in a mismatched big gate, the peer has not finished it (that would
     have completed a window of it: the run ends there)."""
     p = 1 - r
-    return z3.Implies(z3.And(gz.eph_in(s, r, *gz.BIG_OP), mismatched(prm, s[f"K{r}"])),
-                      s[f"OP{p}"] != s[f"OP{r}"] + 1)
+    return z3.Implies(z3.And(eph_in(s, r, *BIG_OP), mismatched(prm, s.rank[r].big_chunks)),
+                      s.rank[p].ops_done != s.rank[r].ops_done + 1)
 
 
-def _until_end(f: Callable[[State, Params], z3.BoolRef]) -> Callable[[State, Params], z3.BoolRef]:
+def _until_end(f: Invariant) -> Invariant:
     """A fact of every state before the run ends (the last state may break it)."""
     return lambda s, prm: z3.Or(run_ends(s, prm), f(s, prm))
 
 
 # the model's strengthening invariants and this proof's own, each claimed of every state before
 # the run ends (the model's properties are not needed: without them all are inductive still)
-FACTS: dict[str, Callable[[State, Params], z3.BoolRef]] = {
-    **gz.LEMMAS,
-    "sends_counted": gz.both(_sends_counted),
-    "mismatch_unpassed": gz.both(_mismatch_unpassed),
+FACTS: dict[str, Invariant] = {
+    **MODEL_LEMMAS,
+    "sends_counted": both(_sends_counted),
+    "mismatch_unpassed": both(_mismatch_unpassed),
 }
 LEMMAS = {n: _until_end(f) for n, f in FACTS.items()}
 
 
 def fault_free(prm: Params) -> z3.BoolRef:
-    return z3.And(gz.domain(prm), z3.Not(prm["FAULTS"]))
+    return z3.And(domain(prm), z3.Not(prm.faults))
 
 
 def _live(s: State, prm: Params) -> z3.BoolRef:
@@ -139,7 +168,7 @@ def invariants(prm: Params, chunks: int, solvers: Solvers,
     """The largest subset of LEMMAS inductive on the runs up to their end (Houdini)."""
     keep = list(LEMMAS)
     while True:
-        obs = gz.induction(prm, fault_free, keep, (chunks,), (0, 1), False, solvers,
+        obs = induction(prm, fault_free, keep, (chunks,), (0, 1), False, solvers,
                            table=LEMMAS, live=_live)
         bad = [o for o in obs if o.verdict != "proved"]
         for o in bad:
@@ -155,20 +184,21 @@ def potential_steps(prm: Params, keep: Sequence[str], chunks: int, steps: int,
     """The initial state's potential is 0; a step between states before the end raises it by
     at most 1; a step into a state the run ends in starts from potential >= steps - 1. What
     fails (the step and its counterexample)."""
-    s, ch = gz.fresh_state("s"), gz.fresh_choice("s")
-    q = {**prm, "C": z3.BitVecVal(chunks, 64)}
+    s, ch = fresh_state("s"), fresh_choice("s")
+    sv = s.as_dict()
+    q = replace(prm, chunks=z3.BitVecVal(chunks, 64))
     # the pre-state is before the end, where the facts hold as they are: each conjunct apart,
     # so that a query can take only those over the variables it asks about
-    facts = [(c, gz._consts(c)) for n in keep for c in gz._conjuncts(FACTS[n](s, q))]
+    facts = [(c, consts(c)) for n in keep for c in conjuncts(FACTS[n](s, q))]
     terms = [z3.simplify(x) for x in potential_terms(s, q)]
     phi = sum(terms, z3.BitVecVal(0, 64))
     ends = run_ends(s, q)
     asks: dict[tuple, tuple[list[z3.BoolRef], z3.BoolRef]] = {
-        ("initial",): ([gz.initial(s)], phi != 0)}
-    for a in gz.ACTIONS:
+        ("initial",): ([initial(s)], phi != 0)}
+    for a in ACTIONS:
         for r in (0, 1):
-            m = gz.action_move(a, r, s, q, ch)
-            moved = [(s[k], v) for k, v in m.updates.items() if not z3.eq(v, s[k])]
+            m = action_move(a, r, s, q, ch)
+            moved = [(sv[k], v) for k, v in m.updates.items() if not z3.eq(v, sv[k])]
             after = [z3.simplify(z3.substitute(x, *moved)) if moved else x for x in terms]
             ends_after = z3.substitute(ends, *moved) if moved else ends
             ok = z3.If(ends_after, z3.UGE(phi + 1, steps),
@@ -181,7 +211,7 @@ def potential_steps(prm: Params, keep: Sequence[str], chunks: int, steps: int,
         queries = []
         for k in keys:
             hyp, goal = asks[k]
-            used = set().union(*(gz._consts(x) for x in (*hyp, goal)))
+            used = set().union(*(consts(x) for x in (*hyp, goal)))
             taken = [c for c, names in facts if not narrow or names & used]
             queries.append(query(k, fault_free(q), *taken, *hyp, goal))
         answers = solvers.run(queries)
@@ -210,8 +240,8 @@ def model_params(values: Mapping[str, Any], variants: Sequence[str]) -> tuple[Pa
     from verbspec.spec.gate.system import build
 
     cfg = build(values, variants).params
-    prm = {**gz.param_terms(gz.params_of(cfg, variants)), "OPS": z3.BitVec("OPS", 64),
-           "FAULTS": z3.BoolVal(False)}
+    prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64),
+                  faults=z3.BoolVal(False))
     return prm, cfg.chunks
 
 
@@ -240,13 +270,13 @@ def shortest_run(values: Mapping[str, Any], variants: Sequence[str], invariant: 
     from verbspec.spec.gate.system import build
 
     cfg = build(values, variants).params
-    if (invariant != "no_silent_drop" or "depth-mismatch" not in variants
+    if (invariant != "no_silent_drop" or not DEPTH_MISMATCH.on(variants)
             or cfg.qp_type != "uc" or cfg.wire_loss):
         return None
     b = lower_bound(values, variants, [steps])
     if not b.proved:
         return None
     return (f"no fault-free run that drops a message is shorter (z3 induction on the model, "
-            f"proofs/gate_bound.py: a potential 0 initially, raised by at most 1 a step, is at "
+            f"proofs/gate/bound.py: a potential 0 initially, raised by at most 1 a step, is at "
             f"least {steps - 1} wherever the next step drops one; {b.invariants} strengthening "
             f"invariants, {b.seconds:.0f} s)")

@@ -1,0 +1,369 @@
+"""The induction prover of the gate model: base and consecution of every invariant as
+independent z3 queries (run on every core, see proofs/solving.py), Houdini's largest inductive
+subset, and ``prove``, the entry point for one configuration of the spec."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import z3
+
+from verbspec.proofs.gate.abstraction import spec_counterexample
+from verbspec.proofs.gate.lemmas import ALL_INVARIANTS, LEMMAS, quiet_pairs
+from verbspec.proofs.gate.moves import action_move, initial, move
+from verbspec.proofs.gate.parameters import domain, param_terms, params_of
+from verbspec.proofs.gate.properties import CONSEQUENCES, Invariant
+from verbspec.proofs.gate.terms import (
+    conjuncts,
+    consts,
+    fresh_choice,
+    fresh_state,
+    is_var,
+)
+from verbspec.proofs.gate.vocabulary import (
+    ACTIONS,
+    CALL_BIG_STEP,
+    DELIVER_STEP,
+    ENCODED_VARIANTS,
+    REAP_STEP,
+    Params,
+    State,
+)
+from verbspec.proofs.gate.widening import post_state, widened
+from verbspec.proofs.report import Result
+from verbspec.proofs.solving import Solvers, query
+from verbspec.proofs.traces import save_counterexample
+from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.variants import NO_SEQ_CHECK, SIGNAL_LAST_ONLY
+
+
+@dataclass(frozen=True)
+class Obligation:
+    name: str
+    verdict: str        # "proved" | "inconclusive"
+    seconds: float
+    detail: str = ""
+
+
+def _valid(claim: z3.BoolRef, timeout_ms: int) -> bool:
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(z3.Not(claim))
+    return solver.check() == z3.unsat
+
+
+def rank_symmetric(prm: Params, timeout_ms: int = 20_000) -> bool:
+    """The model is symmetric in the ranks: every invariant gives the same verdict on a state
+    and on its mirror, and rank 1's moves are rank 0's on mirrored states. Then consecution
+    needs checking for rank 0's moves only (a rank-1 step is a mirrored rank-0 step)."""
+    s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
+    ms, mt, mch = s.swapped(), t.swapped(), ch.swapped()
+    for inv in (*ALL_INVARIANTS.values(), *CONSEQUENCES.values()):
+        if not _valid(inv(s, prm) == inv(ms, prm), timeout_ms):
+            return False
+    return all(_valid(move(a, 1, s, t, prm, ch) == move(a, 0, ms, mt, prm, mch), timeout_ms)
+               for a in ACTIONS)
+
+
+def _values_text(values: Mapping[str, Any], known: Iterable[z3.ExprRef],
+                 s: Mapping[str, z3.ExprRef], t: Mapping[str, z3.ExprRef] | None = None) -> str:
+    """A counterexample's states, from a model's values (constants it leaves free are 0)."""
+    pairs = []
+    for c in known:
+        v = values.get(c.decl().name(), False if z3.is_bool(c) else 0)
+        pairs.append((c, z3.BoolVal(v) if z3.is_bool(c) else z3.BitVecVal(v, c.size())))
+
+    def show(st: Mapping[str, z3.ExprRef]) -> str:
+        parts = []
+        for k, v in st.items():
+            val = z3.simplify(z3.substitute(v, *pairs))
+            if z3.is_true(val) or (not z3.is_bool(val) and val.as_long() != 0):
+                parts.append(f"{k}={val}")
+        return " ".join(parts)
+
+    text = f"pre: {show(s)}"
+    if t is not None:
+        text += f"; post: {show(t)}"
+    return text
+
+
+def _free(*records: Any) -> list[z3.ExprRef]:
+    """The variables of these records (State, Choices, Params)."""
+    return [v for rec in records for _, v in rec.items() if is_var(v)]
+
+
+# Consecution asks one query per (C, action) for all the strengthening invariants the action
+# touches together: cheaper than one each, except for these actions, whose moves are case
+# splits over kinds of message and completion, where a query per lemma is cheaper.
+SPLIT_ACTIONS = (REAP_STEP, DELIVER_STEP, CALL_BIG_STEP)
+
+
+@contextmanager
+def _pool(solvers: Solvers | None) -> Iterator[Solvers]:
+    """The caller's worker pool, or one of our own (one worker per core) while in use."""
+    if solvers is not None:
+        yield solvers
+        return
+    with Solvers() as pool:
+        yield pool
+
+
+def _quiet_sub(s: State, quiet: bool, names: Iterable[str]
+               ) -> Callable[[z3.ExprRef], z3.ExprRef]:
+    """With decode_only among the invariants (proved on its own first, see houdini()), a
+    decode-only workload's big-gate variables are zero: substituting them shrinks every
+    query."""
+    zero = quiet_pairs(s) if quiet and "decode_only" in names else []
+    if not zero:
+        return lambda x: x
+    return lambda x: z3.substitute(x, *zero)
+
+def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
+              names: Iterable[str] | None = None, chunks: Iterable[int] = (1, 2),
+              ranks: Iterable[int] = (0, 1), quiet: bool = False,
+              solvers: Solvers | None = None,
+              table: Mapping[str, Invariant] | None = None,
+              live: Invariant | None = None) -> list[Obligation]:
+    """Base and consecution of every named invariant, each relative to the named ones only
+    (their conjunction is what is shown inductive). With ``quiet`` (for a decode-only
+    workload whose decode_only lemma is proved on its own) the big-gate variables are taken
+    as zero. ``table`` names the invariants instead of ALL_INVARIANTS (all of them
+    strengthening invariants); with ``live``, steps are taken only from the states it admits
+    (the runs end in the others).
+
+    Consecution is asked per (C, action, moving rank): C is 1 or 2 (fixing it turns x*C and
+    x/C into shifts); ``ranks`` limits the moving rank (see :func:`rank_symmetric`). The
+    post-state is the move's effect substituted into the invariant's conjuncts; a conjunct
+    over variables the move leaves alone is unchanged, so it is its own hypothesis and stays
+    out of the goal (an invariant the move leaves alone needs no query at all). A 32-bit
+    counter the move steps is widened there (see widening.post_state). Each property gets a query
+    of its own; the strengthening invariants share one (but for SPLIT_ACTIONS), asked again
+    one by one if it fails, to find which."""
+    table = table or ALL_INVARIANTS
+    shared = LEMMAS if table is ALL_INVARIANTS else table
+    names = list(names or table)
+    s, ch = fresh_state("s"), fresh_choice("s")
+    sv = s.as_dict()
+    sub = _quiet_sub(s, quiet, names)
+
+    # a query: (invariants, "base" | "consecution", via, C) -> hypotheses, goal per invariant
+    todo: dict[tuple, tuple[list[z3.BoolRef], dict[str, z3.BoolRef]]] = {}
+    posts: dict[tuple[int, str], Mapping[str, z3.ExprRef] | None] = {}
+    for c in chunks:
+        q = replace(prm, chunks=z3.BitVecVal(c, 64))
+        inv_s = {n: sub(table[n](s, q)) for n in names}
+        parts = {n: [(p, consts(p)) for p in conjuncts(inv_s[n])] for n in names}
+        posts[(c, "initial")] = None
+        for n in names:
+            todo[((n,), "base", "initial", c)] = ([assume(q), initial(s)], {n: inv_s[n]})
+        for a in ACTIONS:
+            for r in ranks:
+                m = action_move(a, r, s, q, ch)
+                moved = [(sv[k], sub(v)) for k, v in m.updates.items() if not z3.eq(v, sv[k])]
+                changed = {x.decl().name() for x, _ in moved}
+                via = f"{a}({r})"
+                posts[(c, via)] = {k: m.updates.get(k, v) for k, v in sv.items()}
+                hyp = [assume(q), *inv_s.values(), sub(m.guard)]
+                if live is not None:
+                    hyp.append(sub(live(s, q)))
+                wide = widened(moved)
+                # a conjunct over variables the move leaves alone is its own hypothesis
+                goal = {n: z3.And([post_state(p, moved, wide) for p, used in parts[n]
+                                   if used & changed]) for n in names}
+                goal = {n: g for n, g in goal.items() if g.num_args()}
+                together = [n for n in goal if n in shared and a not in SPLIT_ACTIONS]
+                groups = [tuple(together)] if together else []
+                groups += [(n,) for n in goal if n not in together]
+                for g in groups:
+                    todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
+    spent = dict.fromkeys(names, 0.0)
+    failed: dict[str, str] = {}
+    known = _free(s, ch, prm)
+    while todo:
+        keys = list(todo)
+        with _pool(solvers) as pool:
+            answers = pool.run([query(k, *todo[k][0], z3.Not(z3.And(list(todo[k][1].values()))))
+                                for k in keys])
+        split = {}
+        for ans in answers:
+            group, label, via, c = ans.key
+            for n in group:     # a query for several invariants counts evenly for each
+                spent[n] += ans.seconds / len(group)
+            if ans.result == "unsat":
+                continue
+            if len(group) > 1:  # which of them fail: ask for each
+                hyp, goal = todo[ans.key]
+                split.update({((n,), label, via, c): (hyp, {n: goal[n]}) for n in group})
+                continue
+            [n] = group
+            if n in failed:
+                continue
+            if ans.result == "sat":
+                failed[n] = (f"{label} fails via {via}, chunks={c} (counterexample to "
+                             f"induction): {_values_text(ans.model, known, sv, posts[(c, via)])}")
+            else:
+                failed[n] = f"{label} via {via}, chunks={c}: {ans.reason}"
+        todo = split
+    return [Obligation(n, "inconclusive" if n in failed else "proved", spent[n],
+                       failed.get(n, "")) for n in names]
+
+
+def implied(prm: Params, assume: Callable[[Params], z3.BoolRef], invariants: Iterable[str],
+            chunks: Iterable[int] = (1, 2), quiet: bool = False,
+            solvers: Solvers | None = None) -> list[Obligation]:
+    """Each consequence holds in every state the (proved) inductive invariants admit."""
+    with _pool(solvers) as pool:
+        return implied_later(prm, assume, invariants, chunks, quiet, pool)()
+
+
+def implied_later(prm: Params, assume: Callable[[Params], z3.BoolRef],
+                  invariants: Iterable[str], chunks: Iterable[int], quiet: bool,
+                  solvers: Solvers) -> Callable[[], list[Obligation]]:
+    """:func:`implied`, its queries started now; the call returned waits for the verdicts."""
+    s = fresh_state("s")
+    invariants = list(invariants)
+    sub = _quiet_sub(s, quiet, invariants)
+    queries = []
+    for c in chunks:
+        q = replace(prm, chunks=z3.BitVecVal(c, 64))
+        hyp = [sub(ALL_INVARIANTS[n](s, q)) for n in invariants]
+        queries += [query((name, c), assume(q), *hyp, z3.Not(sub(prop(s, q))))
+                    for name, prop in CONSEQUENCES.items()]
+    pending = solvers.submit(queries)
+    known = _free(s, prm)
+
+    def verdicts() -> list[Obligation]:
+        spent = dict.fromkeys(CONSEQUENCES, 0.0)
+        detail: dict[str, str] = {}
+        for a in pending():
+            name, c = a.key
+            spent[name] += a.seconds
+            if name in detail or a.result == "unsat":
+                continue
+            detail[name] = (f"a state the invariants admit breaks it, chunks={c}: "
+                            f"{_values_text(a.model, known, s.as_dict())}" if a.result == "sat"
+                            else f"chunks={c}: {a.reason}")
+        return [Obligation(n, "inconclusive" if n in detail else "proved", spent[n],
+                           detail.get(n, "")) for n in CONSEQUENCES]
+
+    return verdicts
+
+# ---------------------------------------------------------------------------- entry points
+def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterable[int],
+            timeout_ms: int = 120_000, progress: Callable[[str], None] | None = None,
+            workers: int | None = None) -> dict[str, Obligation]:
+    """The largest subset of the named invariants that is inductive on its own: drop every
+    invariant whose base or consecution fails, and repeat relative to those left. Then each
+    consequence (no_deadlock) is checked against what is left. Queries run on ``workers``
+    processes (default: one per core)."""
+    keep = list(ALL_INVARIANTS)
+    chunks = tuple(chunks)
+    dropped: dict[str, Obligation] = {}
+    spent = dict.fromkeys(keep, 0.0)
+    ranks = (0,) if rank_symmetric(prm) else (0, 1)
+    with Solvers(workers, timeout_ms) as pool:
+        # a decode-only workload: once decode_only is inductive on its own, the big-gate
+        # variables may be taken as zero everywhere else
+        quiet = (z3.is_false(z3.simplify(prm.big_gates)) and all(
+            o.verdict == "proved" for o in induction(prm, assume, ["decode_only"], chunks,
+                                                     ranks, solvers=pool)))
+        # the consequences, relative to every invariant: started first, so they run while
+        # the induction does, and used if no invariant is dropped
+        first = implied_later(prm, assume, keep, chunks, quiet, pool)
+        while True:
+            obs = induction(prm, assume, keep, chunks, ranks, quiet, pool)
+            for o in obs:
+                spent[o.name] += o.seconds
+            bad = [o for o in obs if o.verdict != "proved"]
+            for o in bad:
+                dropped[o.name] = Obligation(o.name, o.verdict, spent[o.name], o.detail)
+                if progress:
+                    progress(f"{o.name}: not inductive here, dropped")
+            if not bad:
+                break
+            keep = [n for n in keep if n not in dropped]
+        proved = {o.name: Obligation(o.name, "proved", spent[o.name]) for o in obs}
+        after = {o.name: o for o in (first() if not dropped else
+                                     implied(prm, assume, keep, chunks, quiet, pool))}
+    return {**proved, **dropped, **after}
+
+
+SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates, with or "
+         "without faults (crashes, error and warm-up completions, timeouts, bad calls, a dead "
+         "peer); the base protocol, and for decode-only workloads (big_gates=0) the variants "
+         "no-barrier, tag-every-chunk, signal-last-only (with unsignaled_completions=1), "
+         "no-seq-check (without faults) and depth-mismatch")
+
+
+def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
+    """Why the model does not cover a configuration, or None."""
+    outside = [f"{k}={getattr(cfg, k)}" for k, want in (("qp_type", "uc"), ("wire_loss", 0))
+               if getattr(cfg, k) != want]
+    outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]
+    if cfg.big_gates:
+        outside += [f"variant {v} with big_gates=1" for v in variants if v in ENCODED_VARIANTS]
+    if NO_SEQ_CHECK.on(variants) and cfg.faults:
+        outside.append(f"{NO_SEQ_CHECK.name} with faults=1 (bad calls)")
+    if SIGNAL_LAST_ONLY.on(variants) and not cfg.unsignaled_completions:
+        outside.append(f"{SIGNAL_LAST_ONLY.name} with unsignaled_completions=0")
+    if not outside:
+        return None
+    return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}"
+
+
+def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
+          progress: Callable[[str], None] | None = None, trace_dir: Path | None = None
+          ) -> list[Result]:
+    """Every invariant of the gate system for one configuration, by induction on the model
+    with the parameters as given (unbounded in seq, for the configured workload).
+
+    An invariant whose proof fails is searched for a shortest run of the executable spec that
+    breaks it, every step checked against the model: 'violated' (with the ITF trace) when one
+    exists, otherwise 'inconclusive' with the counterexample to induction. A configuration
+    outside the model's scope is 'inconclusive' throughout, saying why."""
+    from verbspec.spec.gate.system import INVARIANTS, build
+
+    system = build(values, variants)
+    cfg = system.params
+    why = out_of_scope(cfg, variants)
+    if why:
+        return [Result(n, "gate", "prove", "inconclusive", "not proved", 0.0, None, why)
+                for n in INVARIANTS]
+    # the workload stays symbolic: the proof covers every ops, hence every seq below the tags
+    prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
+    found = houdini(prm, domain, (cfg.chunks,), progress=progress)
+    lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
+    lemma_s = sum(found[n].seconds for n in LEMMAS)
+    bound = ("every reachable state, every workload of 1 <= ops < 2^61 gates per rank (z3 "
+             "induction at these parameters)")
+    out = []
+    for name in INVARIANTS:
+        ob = found[name]
+        if ob.verdict == "proved":
+            how = ("implied by the inductive invariant" if name in CONSEQUENCES
+                   else "base and consecution")
+            out.append(Result(name, "gate", "prove", "proved", bound, ob.seconds, None,
+                              f"{how}; strengthening invariants ({lemma_s:.1f} s, shared): "
+                              f"{', '.join(lemmas)}"))
+            continue
+        t0 = time.perf_counter()
+        verdict, detail, path, cover = "inconclusive", ob.detail, None, "not proved"
+        run = spec_counterexample(values, name, variants)
+        if run is not None and run.admitted:
+            verdict, cover = "violated", f"shortest trace: {run.moves} steps"
+            kind = "shortest run" if cfg.faults else "shortest fault-free run"
+            detail = (f"{kind} of the spec, {run.moves} moves, every step a step of the "
+                      f"model: {run.trace.message}")
+            if trace_dir is not None:
+                path = save_counterexample(run.trace, trace_dir, "prove")
+        out.append(Result(name, "gate", "prove", verdict, cover,
+                          ob.seconds + time.perf_counter() - t0, path, detail))
+        if progress:
+            progress(f"{name}: {verdict}")
+    return out
+

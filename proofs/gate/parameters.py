@@ -1,0 +1,56 @@
+"""The model's parameters for a configuration of the spec, and the domain every parameter
+value lies in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import fields
+
+import z3
+
+from verbspec.proofs.gate.vocabulary import ENCODED_VARIANTS, OPS_LIMIT, VARIANT_FLAGS, Params
+from verbspec.spec.gate.params import GateConfig
+
+DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^20, depths < 2^24, 1 <= ops < 2^61"
+
+
+def domain(prm: Params) -> z3.BoolRef:
+    """What every parameter value satisfies (the spec's own validation, plus sizes)."""
+    lim = 1 << 24
+    depths = (prm.rq_depth, prm.sq_depth, prm.cq_depth, prm.chain_max, prm.big_cap,
+              prm.big_send_depth)
+    return z3.And(z3.Or(prm.chunks == 1, prm.chunks == 2), z3.UGE(prm.window, 1),
+                  z3.ULE(prm.window, 1 << 20), z3.UGE(prm.slot_period, 1),
+                  z3.ULE(prm.slot_period, 1 << 32),
+                  z3.UGE(prm.ops, 1), z3.ULT(prm.ops, OPS_LIMIT),
+                  *(z3.And(z3.UGE(d, 1), z3.ULT(d, lim)) for d in depths),
+                  z3.ULE(prm.big_send_depth, prm.sq_depth))
+
+
+def slot_period(cfg: GateConfig) -> int:
+    """Gates between two uses of one slot (the schedule is periodic with this period)."""
+    n = cfg.gates_per_token or cfg.n_slots
+    first = [cfg.slot(s) for s in range(1, n + 1)]
+    for period in range(1, n + 1):
+        if all(first[i] == first[i % period] for i in range(n)) and \
+                len(set(first[:period])) == period:
+            return period
+    return n
+
+
+def params_of(cfg: GateConfig, variants: Iterable[str] = ()) -> Params:
+    """The parameter values of a configuration (with these variants)."""
+    flags = {ENCODED_VARIANTS[v] for v in variants if ENCODED_VARIANTS.get(v)}
+    return Params(window=cfg.window, chunks=cfg.chunks, slot_period=slot_period(cfg),
+                  rq_depth=cfg.rq_depth, sq_depth=cfg.sq_depth, cq_depth=cfg.cq_depth,
+                  chain_max=cfg.chain_max, ops=cfg.ops, big_gates=cfg.big_gates,
+                  big_cap=min(cfg.big_depth, max(1, cfg.staging_bytes // cfg.max_msg)),
+                  big_send_depth=cfg.big_send_depth(), faults=cfg.faults,
+                  **{f: int(f in flags) for f in VARIANT_FLAGS})
+
+
+def param_terms(values: Params) -> Params:
+    """Parameter values as z3 constants."""
+    return Params(**{f.name: z3.BoolVal(bool(getattr(values, f.name))) if f.metadata["width"] == 0
+                     else z3.BitVecVal(getattr(values, f.name), f.metadata["width"])
+                     for f in fields(Params)})
