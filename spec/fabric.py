@@ -1,8 +1,9 @@
 """The fabric model: queue pairs, completion queues, the wire and the TCP side channel.
 
-Pure values and pure functions for two endpoints; nothing here knows about gates: payloads and
-TCP items are the protocol's own values (spec/gate/wire.py), carried unread. The rules that
-matter:
+Pure values and pure functions over any number of connections; nothing here knows about a
+protocol: payloads and TCP items are the protocol's own values (e.g. spec/gate/wire.py), carried
+unread. Queue pairs 2k and 2k+1 are the two ends of connection k, each with its TCP stream
+beside it (:func:`peer_of`). The rules that matter:
 - UC delivers in order and drops a SEND that finds no posted receive, while the sender's send
   already completed successfully (UC completes a send when it leaves the sender);
 - RC completes a send when the responder acknowledges it; with no receive posted the responder
@@ -76,14 +77,24 @@ class QP:
 
 @dataclass(frozen=True)
 class Fabric:
-    qps: tuple[QP, QP]
-    wire: tuple[tuple[Message, ...], tuple[Message, ...]] = ((), ())   # wire[r]: from r
-    tcp: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())    # tcp[r]: items written by r
+    qps: tuple[QP, ...]
+    wire: tuple[tuple[Message, ...], ...] = ((), ())    # wire[r]: from QP r to its peer
+    tcp: tuple[tuple[Any, ...], ...] = ((), ())         # tcp[r]: items written by r's end
     unsignaled_completions: bool = True    # provider quirk: unsignaled sends complete too
 
 
-def new_fabric(qp_type: str, unsignaled_completions: bool) -> Fabric:
-    return Fabric((QP(qp_type), QP(qp_type)), unsignaled_completions=unsignaled_completions)
+def new_fabric(qp_type: str, unsignaled_completions: bool, connections: int = 1) -> Fabric:
+    """``connections`` connected QP pairs, all of one transport type, idle."""
+    if connections < 1:
+        raise ValueError(f"a fabric needs at least one connection, not {connections}")
+    n = 2 * connections
+    return Fabric(tuple(QP(qp_type) for _ in range(n)), wire=((),) * n, tcp=((),) * n,
+                  unsignaled_completions=unsignaled_completions)
+
+
+def peer_of(r: int) -> int:
+    """The QP at the other end of QP ``r``'s connection."""
+    return r ^ 1
 
 
 def set_qp(fab: Fabric, r: int, qp: QP) -> Fabric:
@@ -141,7 +152,7 @@ class Delivery:
 def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
             ) -> tuple[Fabric, Delivery]:
     msg, fab = pop_wire(fab, src)
-    dst = 1 - src
+    dst = peer_of(src)
     rq_qp, sq_qp = fab.qps[dst], fab.qps[src]
     rc = sq_qp.qp_type == "rc"
     if not receiver_alive:
@@ -195,7 +206,7 @@ def tcp_write(fab: Fabric, r: int, item: Any) -> Fabric:
 
 
 def tcp_read(fab: Fabric, r: int) -> tuple[Any, Fabric]:
-    """Read the next item rank ``r`` receives (written by the peer)."""
-    src = 1 - r
+    """Read the next item endpoint ``r`` receives (written by its peer)."""
+    src = peer_of(r)
     item = fab.tcp[src][0]
     return item, replace(fab, tcp=set_item(fab.tcp, src, fab.tcp[src][1:]))
