@@ -181,6 +181,7 @@ def test_fault_free_runs_count_as_all_runs_only_while_no_fault_is_enabled(
     assert bad.verdict == "violated" and bad.bound.startswith(f"trace of 5 steps, {shortest}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(WALKED))
 def test_the_random_walks_refute_what_the_searches_cannot_reach(variant, tmp_path, capsys):
     invariant, length = WALKED[variant]

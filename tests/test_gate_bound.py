@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from configs import GATE_SMALL
 
 from verbspec.proofs.gate import bound as gb
@@ -19,6 +20,7 @@ SMALL = GATE_SMALL
 SHORTEST = 18 + 2 * (4 + 1)     # breadth-first search's shortest dropping run at SMALL
 
 
+@pytest.mark.slow
 def test_the_bound_is_the_shortest_run_breadth_first_search_finds():
     b = gb.lower_bound(SMALL, ["depth-mismatch"], [SHORTEST, SHORTEST + 1])
     assert b.invariants == len(gb.LEMMAS)      # every strengthening invariant is inductive

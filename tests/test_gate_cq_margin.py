@@ -104,6 +104,7 @@ def test_a_stray_completion_alone_overflows_it_in_a_shortest_run(small_overflow,
     assert max(len(q.cq) for q in trace.steps[-1].state.fabric.qps) == 6
 
 
+@pytest.mark.slow
 def test_one_spare_entry_absorbs_any_single_fault(tmp_path):
     # the one-fault phase searched to the length of the overflow at cq_depth 6
     results = run_bmc(build({**SMALL, "cq_depth": 7}), (),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import z3
 
 from verbspec.proofs.gate import bmc, induction, lemmas, moves, widening
@@ -135,6 +136,7 @@ def _walk(chk: Checker, values: dict, rng: random.Random, steps: int,
     return checked, bad
 
 
+@pytest.mark.slow
 def test_model_matches_the_spec_on_random_runs():
     rng = random.Random(20261129)
     chk = Checker()
@@ -150,6 +152,7 @@ def test_model_matches_the_spec_on_random_runs():
     assert pairs >= PAIRS_WANTED
 
 
+@pytest.mark.slow
 def test_strengthening_invariants_hold_on_every_state_of_random_runs():
     """The lemmas are claims about every reachable state; random runs through drains, big
     gates and faults must not find a state that breaks one (before any invariant breaks)."""
@@ -214,6 +217,7 @@ def test_configurations_outside_the_model_are_inconclusive_and_say_why():
     assert "no-seq-check with faults=1" in results[0].detail
 
 
+@pytest.mark.slow
 def test_no_barrier_is_refuted_not_proved(tmp_path):
     # the invariants a variant breaks must not be assumed while proving the others
     results = {r.invariant: r for r in induction.prove(DECODE, ["no-barrier"], trace_dir=tmp_path)}

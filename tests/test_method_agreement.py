@@ -48,8 +48,15 @@ def _no_contradiction(by_method: dict) -> None:
             assert not proved & _violated(rs), f"{m} proves what {other} refutes"
 
 
-@pytest.mark.parametrize(("variants", "broken"), DECODE_CASES,
-                         ids=[v[0] if v else "base" for v, _ in DECODE_CASES])
+# the default suite keeps the base protocol, no-barrier and no-seq-check; the slow tier adds
+# the two variants that take two minutes each
+SLOW_DECODE = {"tag-every-chunk", "signal-last-only"}
+
+
+@pytest.mark.parametrize(("variants", "broken"), [
+    pytest.param(v, b, id=v[0] if v else "base",
+                 marks=[pytest.mark.slow] if set(v) & SLOW_DECODE else [])
+    for v, b in DECODE_CASES])
 def test_the_three_methods_agree_in_the_decode_scope(variants, broken, tmp_path):
     by_method = {m: _run(m, DECODE, variants, tmp_path) for m in METHODS}
     _no_contradiction(by_method)

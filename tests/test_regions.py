@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from verbspec.proofs.gate.lemmas import LEMMAS
 from verbspec.proofs.gate.regions import CONDITIONS
 from verbspec.refimpl.cli import main
 from verbspec.spec.gate.system import INVARIANTS
 
 
+@pytest.mark.slow
 def test_the_region_table_proves_the_region_and_refutes_each_condition(tmp_path, capsys):
     code = main(["regions", "--window-max", "8", "--json", "--trace-dir", str(tmp_path)])
     doc = json.loads(capsys.readouterr().out)
