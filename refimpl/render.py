@@ -438,15 +438,15 @@ def _table_rows(steps: Sequence[tuple[str, dict, dict]], lane_of: Callable[[str,
     return rows
 
 
-def _fifo_arrows(steps: Sequence[tuple[str, dict, dict]], var: str,
+def _fifo_arrows(steps: Sequence[tuple[str, dict, dict]], fifos: Callable[[dict], Any],
                  ends: Callable[[int], tuple[str, str]], colour: Callable[[int], str]
                  ) -> list[Arrow]:
-    """Arrows for a per-channel FIFO state variable (a tuple of tuples): an append is a send,
-    a removal from the front is its arrival."""
+    """Arrows for per-channel FIFOs read from each state by ``fifos`` (a tuple of tuples): an
+    append is a send, a removal from the front is its arrival."""
     arrows: list[Arrow] = []
     pending: dict[int, deque[Arrow]] = {}
     for i in range(1, len(steps)):
-        before, after = steps[i - 1][2].get(var), steps[i][2].get(var)
+        before, after = fifos(steps[i - 1][2]), fifos(steps[i][2])
         if not (isinstance(before, tuple) and isinstance(after, tuple)):
             continue
         for ch, (b, a) in enumerate(zip(before, after, strict=False)):
@@ -462,9 +462,11 @@ def _fifo_arrows(steps: Sequence[tuple[str, dict, dict]], var: str,
 
 
 def build_tagmatch(meta: Mapping[str, Any], steps: Sequence[tuple[str, dict, dict]]) -> Diagram:
-    senders = _len(steps[0][2].get("wire"))
+    # connection k joins sender k (QP 2k) and the receiver (QP 2k+1): wire 2k carries headers
+    # and eager payloads to the receiver, wire 2k+1 FINs back
+    senders = _len(_get(steps[0][2], "fabric", "wire")) // 2
     if senders == 0:
-        raise ValueError("no sender wires in the initial state")
+        raise ValueError("no sender connections in the initial state's fabric")
     titles = [(f"s{k}", f"sender {k}") for k in range(senders)] + [("rx", "receiver")]
     lanes = _spread_lanes(titles)
 
@@ -475,10 +477,12 @@ def build_tagmatch(meta: Mapping[str, Any], steps: Sequence[tuple[str, dict, dic
             return f"s{s}"
         return "rx"
 
+    def ends(ch: int) -> tuple[str, str]:
+        return (f"s{ch // 2}", "rx") if ch % 2 == 0 else ("rx", f"s{ch // 2}")
+
     rows = _table_rows(steps, lane_of)
-    arrows = _fifo_arrows(steps, "wire", lambda s: (f"s{s}", "rx"),
-                          lambda s: DIR_COLOUR[s % 2])
-    arrows += _fifo_arrows(steps, "fins", lambda s: ("rx", f"s{s}"), lambda s: TCP_COLOUR)
+    arrows = _fifo_arrows(steps, lambda st: _get(st, "fabric", "wire"), ends,
+                          lambda ch: DIR_COLOUR[(ch // 2) % 2] if ch % 2 == 0 else TCP_COLOUR)
     for a in arrows:
         a.dashed = a.colour == TCP_COLOUR
     return Diagram(_title(meta, len(steps) - 1), lanes, rows, arrows, _footer(meta),

@@ -14,10 +14,10 @@ beside it (:func:`peer_of`). The rules that matter:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from verbspec.spec.tuples import set_item
+from verbspec.spec.values import evolve, hash_once, set_item, unpickled_hash
 
 ST_OK = "success"
 ST_LEN = "local length error"
@@ -77,6 +77,9 @@ class QP:
     cq: tuple[CQE, ...] = ()
     cq_overflow: bool = False
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
 
 @dataclass(frozen=True)
 class Fabric:
@@ -84,6 +87,9 @@ class Fabric:
     wire: tuple[tuple[Message, ...], ...] = ((), ())    # wire[r]: from QP r to its peer
     tcp: tuple[tuple[Any, ...], ...] = ((), ())         # tcp[r]: items written by r's end
     unsignaled_completions: bool = True    # provider quirk: unsignaled sends complete too
+
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
 
 
 def new_fabric(qp_type: str, unsignaled_completions: bool, connections: int = 1) -> Fabric:
@@ -101,23 +107,23 @@ def peer_of(r: int) -> int:
 
 
 def set_qp(fab: Fabric, r: int, qp: QP) -> Fabric:
-    return replace(fab, qps=set_item(fab.qps, r, qp))
+    return evolve(fab, qps=set_item(fab.qps, r, qp))
 
 
 def push_cqe(qp: QP, cqe: CQE, cq_depth: int) -> QP:
     if len(qp.cq) >= cq_depth:
-        return replace(qp, cq_overflow=True, state="error")
-    return replace(qp, cq=qp.cq + (cqe,))
+        return evolve(qp, cq_overflow=True, state="error")
+    return evolve(qp, cq=qp.cq + (cqe,))
 
 
 def post_recv(fab: Fabric, r: int, wrs: tuple[RecvWR, ...]) -> Fabric:
     qp = fab.qps[r]
-    return set_qp(fab, r, replace(qp, rq=qp.rq + wrs))
+    return set_qp(fab, r, evolve(qp, rq=qp.rq + wrs))
 
 
 def post_send(fab: Fabric, r: int, wrs: tuple[SendWR, ...]) -> Fabric:
     qp = fab.qps[r]
-    return set_qp(fab, r, replace(qp, sq=qp.sq + wrs))
+    return set_qp(fab, r, evolve(qp, sq=qp.sq + wrs))
 
 
 def completes(fab: Fabric, wr_signaled: bool) -> bool:
@@ -130,16 +136,16 @@ def transmit(fab: Fabric, r: int, cq_depth: int) -> Fabric:
     qp = fab.qps[r]
     wr, rest = qp.sq[0], qp.sq[1:]
     msg = Message(wr.wr_id, wr.length, wr.payload, wr.signaled)
-    qp = replace(qp, sq=rest)
+    qp = evolve(qp, sq=rest)
     if qp.qp_type == "uc" and completes(fab, wr.signaled):
         qp = push_cqe(qp, CQE("send", wr.wr_id, ST_OK, wr.length, wr.payload), cq_depth)
     fab = set_qp(fab, r, qp)
-    return replace(fab, wire=set_item(fab.wire, r, fab.wire[r] + (msg,)))
+    return evolve(fab, wire=set_item(fab.wire, r, fab.wire[r] + (msg,)))
 
 
 def pop_wire(fab: Fabric, src: int) -> tuple[Message, Fabric]:
     msg = fab.wire[src][0]
-    return msg, replace(fab, wire=set_item(fab.wire, src, fab.wire[src][1:]))
+    return msg, evolve(fab, wire=set_item(fab.wire, src, fab.wire[src][1:]))
 
 
 @dataclass(frozen=True)
@@ -169,10 +175,10 @@ def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
         # RC with rnr_retry 0: the sender's WR fails and its QP goes to error
         return set_qp(fab, src, _fail_send(sq_qp, msg, ST_RNR, cq_depth)), Delivery("rnr", msg)
     wr = rq_qp.rq[0]
-    rq_qp = replace(rq_qp, rq=rq_qp.rq[1:])
+    rq_qp = evolve(rq_qp, rq=rq_qp.rq[1:])
     if msg.length > wr.length:
         rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_LEN, 0, msg.payload), cq_depth)
-        fab = set_qp(fab, dst, replace(rq_qp, state="error"))
+        fab = set_qp(fab, dst, evolve(rq_qp, state="error"))
         if rc:
             fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_REM_INV, cq_depth))
         return fab, Delivery("length", msg, wr)
@@ -189,27 +195,27 @@ def _fail_send(qp: QP, msg: Message, status: str, cq_depth: int) -> QP:
     """An RC send fails: its completion carries the error, the QP enters the error state and
     flushes what is still queued."""
     qp = push_cqe(qp, CQE("send", msg.wr_id, status, 0, msg.payload), cq_depth)
-    return _flush(replace(qp, state="error"), cq_depth)
+    return _flush(evolve(qp, state="error"), cq_depth)
 
 
 def _flush(qp: QP, cq_depth: int) -> QP:
     for wr in qp.sq:
         qp = push_cqe(qp, CQE("send", wr.wr_id, ST_FLUSH, 0, wr.payload), cq_depth)
-    return replace(qp, sq=())
+    return evolve(qp, sq=())
 
 
 def poll(fab: Fabric, r: int, n: int) -> tuple[tuple[CQE, ...], Fabric]:
     qp = fab.qps[r]
     got, rest = qp.cq[:n], qp.cq[n:]
-    return got, set_qp(fab, r, replace(qp, cq=rest))
+    return got, set_qp(fab, r, evolve(qp, cq=rest))
 
 
 def tcp_write(fab: Fabric, r: int, item: Any) -> Fabric:
-    return replace(fab, tcp=set_item(fab.tcp, r, fab.tcp[r] + (item,)))
+    return evolve(fab, tcp=set_item(fab.tcp, r, fab.tcp[r] + (item,)))
 
 
 def tcp_read(fab: Fabric, r: int) -> tuple[Any, Fabric]:
     """Read the next item endpoint ``r`` receives (written by its peer)."""
     src = peer_of(r)
     item = fab.tcp[src][0]
-    return item, replace(fab, tcp=set_item(fab.tcp, src, fab.tcp[src][1:]))
+    return item, evolve(fab, tcp=set_item(fab.tcp, src, fab.tcp[src][1:]))

@@ -13,7 +13,6 @@ prints one, filled from the state as ds4 fills it; otherwise a text marked as th
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from functools import cached_property
 
 from verbspec.spec import fabric as fb
@@ -69,7 +68,7 @@ from verbspec.spec.gate.variants import (
 )
 from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpItem
 from verbspec.spec.lts import Action
-from verbspec.spec.tuples import set_item
+from verbspec.spec.values import evolve, set_item
 
 POLL_BATCH = 16
 RANKS = ((0,), (1,))
@@ -109,7 +108,7 @@ class GateSpec:
         if "phase" in changes and not phase_step_allowed(rk.phase, changes["phase"]):
             raise AssertionError(f"spec bug: rank {r} moved from phase {rk.phase} to "
                                  f"{changes['phase']}, not an edge of NEXT_PHASES")
-        return replace(s, ranks=set_item(s.ranks, r, replace(rk, **changes)))
+        return evolve(s, ranks=set_item(s.ranks, r, evolve(rk, **changes)))
 
     def _fail(self, s: GateState, r: int, msg: str, **kw) -> tuple[GateState, Observation]:
         s = self._put(s, r, phase=FAILED, error=msg, died_in=s.ranks[r].phase)
@@ -117,10 +116,10 @@ class GateSpec:
 
     def _ghost(self, s: GateState, **add: str) -> GateState:
         g = s.ghost
-        return replace(s, ghost=replace(g, **{k: getattr(g, k) + (v,) for k, v in add.items()}))
+        return evolve(s, ghost=evolve(g, **{k: getattr(g, k) + (v,) for k, v in add.items()}))
 
     def _faulted(self, s: GateState) -> GateState:
-        return s if s.ghost.faulted else replace(s, ghost=replace(s.ghost, faulted=True))
+        return s if s.ghost.faulted else evolve(s, ghost=evolve(s.ghost, faulted=True))
 
     def _wr_view(self, w: RecvWR | SendWR) -> WRView:
         stride = self.cfg.vec_bytes if w.buf in ("in", "out") else self.cfg.max_msg
@@ -185,7 +184,7 @@ class GateSpec:
         if seq != rk.last_gate_seq + 1 and not NO_SEQ_CHECK.on(self.v):
             return self._fail(s, r, errors.GATE_SEQ_ORDER(seq=seq, last=rk.last_gate_seq))
         if rk.op == len(s.script):
-            s = replace(s, script=s.script + (0,))
+            s = evolve(s, script=s.script + (0,))
         # the application has written its vector for `seq` into out-slot(seq)
         slot = self.cfg.slot(seq)
         busy = [w for w in s.fabric.qps[r].sq if w.buf == "out" and w.slot == slot
@@ -207,7 +206,7 @@ class GateSpec:
     def do_call_big(self, s: GateState, r: int, chunks: int):
         rk = s.ranks[r]
         if rk.op == len(s.script):
-            s = replace(s, script=s.script + (chunks,))
+            s = evolve(s, script=s.script + (chunks,))
         # ds4 drains only after the header exchange, which is the rendezvous that brings both
         # ranks to the switch together; the variant drains first.
         early = DRAIN_WITHOUT_RENDEZVOUS.on(self.v) and rk.window_active
@@ -229,7 +228,7 @@ class GateSpec:
         wrs: tuple[RecvWR, ...] = ()
         for q in range(rk.seq, rk.seq + self.cfg.window):
             wrs += self.gate_recv_chain(r, q)
-        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
         s = self._chain_check(s, r, self.chunks, "receive")
         if NO_BARRIER.on(self.v):
             s = self._put(s, r, window_active=True, phase=SEND)
@@ -243,7 +242,7 @@ class GateSpec:
     @action("rank", guard=en_barrier_write)
     def do_barrier_write(self, s: GateState, r: int):
         item = TcpItem("byte", WINDOW_BARRIER)
-        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
         s = self._put(s, r, phase=ARM_BAR_READ)
         return s, self._obs(s, r, tcp_out=(item,))
 
@@ -257,7 +256,7 @@ class GateSpec:
     @action("rank", guard=en_barrier_read)
     def do_barrier_read(self, s: GateState, r: int):
         item, f = fb.tcp_read(s.fabric, r)
-        s = replace(s, fabric=f)
+        s = evolve(s, fabric=f)
         if item.kind != "byte" or item.value != WINDOW_BARRIER:
             # the posted receives stay posted; the window stays inactive
             return self._fail(s, r, errors.WINDOW_BARRIER_MISMATCH(
@@ -279,7 +278,7 @@ class GateSpec:
                    (k == self.chunks - 1) or not last_only, Payload("gate", r, rk.seq, k))
             for k in range(self.chunks))
         counted = 1 if last_only else self.chunks
-        s = replace(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._chain_check(s, r, len(wrs), "send")
         s = self._put(s, r, send_outstanding=rk.send_outstanding + counted, phase=WAIT,
                       sent_seq=max(rk.sent_seq, rk.seq))
@@ -294,22 +293,22 @@ class GateSpec:
     def do_reap(self, s: GateState, r: int):
         """Poll up to 16 completions and account for each; any error status fails the wait."""
         got, f = fb.poll(s.fabric, r, POLL_BATCH)
-        s = replace(s, fabric=f)
+        s = evolve(s, fabric=f)
         rk = s.ranks[r]
         polled = tuple(CQEView(c.opcode, c.wr_id, c.status, c.byte_len) for c in got)
         for c in got:
             if c.status != fb.ST_OK:
-                s = replace(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
+                s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                 return self._fail(s, r, self.completion_error(rk.phase, c), polled=polled)
             if c.opcode == "send":
                 if c.wr_id & TAG_WARM and not STRAY_SEND_COMPLETION.on(self.v):
                     continue    # a warm-up leftover is not one of ours
-                rk = replace(rk, send_outstanding=max(0, rk.send_outstanding - 1))
+                rk = evolve(rk, send_outstanding=max(0, rk.send_outstanding - 1))
                 if c.wr_id & TAG_BULK:
                     if rk.phase == DRAIN_WAIT:
-                        rk = replace(rk, drain_sends=rk.drain_sends + 1)
+                        rk = evolve(rk, drain_sends=rk.drain_sends + 1)
                     elif rk.phase == BIG_XFER:
-                        rk = replace(rk, big_send_done=rk.big_send_done + 1)
+                        rk = evolve(rk, big_send_done=rk.big_send_done + 1)
                 continue
             if c.wr_id & TAG_WARM and not STRAY_WARM_RECEIVE.on(self.v):
                 continue
@@ -319,7 +318,7 @@ class GateSpec:
                 untagged = not c.wr_id & TAG_BULK
                 invalid = idx >= rk.big_win or idx in rk.big_recvd
                 if untagged or invalid or c.byte_len != self.cfg.max_msg:
-                    s = replace(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
+                    s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     if untagged:
                         return self._fail(s, r, errors.BIG_UNTAGGED(wr_id=c.wr_id),
                                           polled=polled)
@@ -328,15 +327,15 @@ class GateSpec:
                                           polled=polled)
                     return self._fail(s, r, errors.BIG_LENGTH(
                         chunk=idx, got=c.byte_len, want=self.cfg.max_msg), polled=polled)
-                rk = replace(rk, big_recvd=rk.big_recvd | {idx})
+                rk = evolve(rk, big_recvd=rk.big_recvd | {idx})
                 continue
             if rk.phase == DRAIN_WAIT:
                 # dummies are not arrivals: counted, never raising the watermark, as in ds4,
                 # which sets it to last_gate_seq when the drain ends
-                rk = replace(rk, drain_recvs=rk.drain_recvs + 1)
+                rk = evolve(rk, drain_recvs=rk.drain_recvs + 1)
                 continue
-            rk = replace(rk, recv_done=max(rk.recv_done, c.wr_id))
-        s = replace(s, ranks=set_item(s.ranks, r, rk))
+            rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
+        s = evolve(s, ranks=set_item(s.ranks, r, rk))
         return s, self._obs(s, r, polled=polled)
 
     def completion_error(self, phase: str, c: fb.CQE) -> str:
@@ -367,7 +366,7 @@ class GateSpec:
             s = self._ghost(s, order=f"rank {r} completed gate {rk.seq} after gate "
                                      f"{rk.last_gate_seq}")
         wrs = self.gate_recv_chain(r, rk.seq + self.cfg.window)
-        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
         s = self._put(s, r, last_gate_seq=rk.seq, phase=HOLD)
         return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
 
@@ -392,7 +391,7 @@ class GateSpec:
     def do_big_header_write(self, s: GateState, r: int):
         rk = s.ranks[r]
         item = TcpItem("header", rk.big_no, rk.big_chunks, self.rq_grant[r])
-        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
         s = self._put(s, r, phase=BIG_HDR_READ)
         return s, self._obs(s, r, tcp_out=(item,))
 
@@ -403,7 +402,7 @@ class GateSpec:
     def do_big_header_read(self, s: GateState, r: int):
         rk = s.ranks[r]
         item, f = fb.tcp_read(s.fabric, r)
-        s = replace(s, fabric=f)
+        s = evolve(s, fabric=f)
         if item.kind != "header":
             return self._fail(s, r, errors.BIG_HEADER_MISFRAMED(item=_describe(item)),
                               tcp_in=(item,))
@@ -434,7 +433,7 @@ class GateSpec:
         n = self.cfg.window * self.chunks
         wrs = tuple(SendWR(TAG_BULK | i, "none", 0, 0, 0, True,
                            Payload("dummy", r, rk.sent_seq, i)) for i in range(n))
-        s = replace(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, send_outstanding=rk.send_outstanding + n, drain_recvs=0,
                       drain_sends=0, phase=DRAIN_WAIT)
         return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
@@ -479,7 +478,7 @@ class GateSpec:
         wrs = tuple(RecvWR(TAG_BULK | i, "stage", i, 0, c.max_msg,
                            Payload("big", 1 - r, rk.big_base + i, rk.big_no))
                     for i in range(rk.big_posted, rk.big_posted + n))
-        s = replace(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
         posted = rk.big_posted + n
         s = self._put(s, r, big_posted=posted,
                       phase=BIG_BAR_SEND if posted == rk.big_win else BIG_POST)
@@ -493,7 +492,7 @@ class GateSpec:
         rk = s.ranks[r]
         tag = (rk.barrier_tag + 1) & 0xFF
         item = TcpItem("byte", tag)
-        s = replace(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
         s = self._put(s, r, barrier_tag=tag, phase=BIG_BAR_READ)
         return s, self._obs(s, r, tcp_out=(item,))
 
@@ -504,7 +503,7 @@ class GateSpec:
     def do_big_barrier_read(self, s: GateState, r: int):
         rk = s.ranks[r]
         item, f = fb.tcp_read(s.fabric, r)
-        s = replace(s, fabric=f)
+        s = evolve(s, fabric=f)
         if item.kind != "byte" or item.value != rk.barrier_tag:
             return self._fail(s, r, errors.BIG_BARRIER(), tcp_in=(item,))
         s = self._put(s, r, phase=BIG_XFER)
@@ -532,7 +531,7 @@ class GateSpec:
                 break
         wrs = tuple(SendWR(TAG_BULK | i, "stage", i, 0, c.max_msg, True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
-        s = replace(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, big_sent=rk.big_sent + n, send_outstanding=rk.send_outstanding + n)
         return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
 
@@ -565,7 +564,7 @@ class GateSpec:
     @action("rank", guard=en_transmit)
     def do_transmit(self, s: GateState, r: int):
         wr = s.fabric.qps[r].sq[0]
-        s = replace(s, fabric=fb.transmit(s.fabric, r, self.cfg.cq_depth))
+        s = evolve(s, fabric=fb.transmit(s.fabric, r, self.cfg.cq_depth))
         return s, self._obs(s, r, sends=(self._wr_view(wr),))
 
     def en_deliver(self, s: GateState):
@@ -577,7 +576,7 @@ class GateSpec:
         dst = 1 - src
         alive = s.ranks[dst].alive
         f, d = fb.deliver(s.fabric, src, self.cfg.cq_depth, alive)
-        s = replace(s, fabric=f)
+        s = evolve(s, fabric=f)
         got = d.msg.payload
         if d.outcome == "uc_drop":
             s = self._ghost(s, drops=f"{_payload(got)} from rank {src} found no receive posted "
@@ -636,7 +635,7 @@ class GateSpec:
     def do_error_completion(self, s: GateState, r: int):
         qp = fb.push_cqe(s.fabric.qps[r], fb.CQE("send", 0, fb.ST_RETRY, 0,
                                                   Payload("warm", r, 0, 0)), self.cfg.cq_depth)
-        s = replace(s, fabric=fb.set_qp(s.fabric, r, qp))
+        s = evolve(s, fabric=fb.set_qp(s.fabric, r, qp))
         rk = s.ranks[r]
         s = self._faulted(self._put(s, r, faults_used=rk.faults_used | {"cqe"}))
         return s, self._obs(s, r)
@@ -659,7 +658,7 @@ class GateSpec:
     def do_stray_completion(self, s: GateState, r: int, kind: str):
         cqe = fb.CQE(kind, TAG_WARM, fb.ST_OK, 1, Payload("warm", r, 0, 0))
         qp = fb.push_cqe(s.fabric.qps[r], cqe, self.cfg.cq_depth)
-        s = replace(s, fabric=fb.set_qp(s.fabric, r, qp))
+        s = evolve(s, fabric=fb.set_qp(s.fabric, r, qp))
         s = self._put(s, r, strays=s.ranks[r].strays | {kind})
         return s, self._obs(s, r)
 
@@ -671,7 +670,7 @@ class GateSpec:
     @action("src", guard=en_lose, fault=True)
     def do_lose(self, s: GateState, src: int):
         _, f = fb.pop_wire(s.fabric, src)
-        s = self._faulted(replace(s, fabric=f))
+        s = self._faulted(evolve(s, fabric=f))
         return s, self._obs(s, 1 - src)
 
     def en_bad_call(self, s: GateState):

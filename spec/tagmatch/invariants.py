@@ -21,6 +21,7 @@ from verbspec.spec.tagmatch.state import (
     Params,
     State,
     StepObs,
+    in_flight,
 )
 
 
@@ -129,7 +130,7 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
 
     def no_lost_message(s: State):
         seen: dict[int, int] = {}
-        places = [mid for w in s.wire for mid in w]
+        places = [mid for snd in range(p.senders) for mid in in_flight(s, snd)]
         places += [st for st in s.status if st >= 0]
         if system.offload:
             places += [m.id for _, m in s.engine.unexpected]
@@ -141,7 +142,8 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
         for mid, m in enumerate(s.msgs):
             if m is not None and seen.get(mid, 0) != 1:
                 return f"message m{mid} is held in {seen.get(mid, 0)} places, not one"
-        quiet = not any(s.wire) and (not system.offload or s.engine.quiet())
+        quiet = (not any(in_flight(s, snd) for snd in range(p.senders))
+                 and (not system.offload or s.engine.quiet()))
         if quiet:
             unexp = (tuple(m for _, m in s.engine.unexpected) if system.offload
                      else s.engine.unexpected)
@@ -183,8 +185,8 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
         return None
 
     def eager_buffer_safety(s: State):
-        for snd, w in enumerate(s.wire):
-            for mid in w:
+        for snd in range(p.senders):
+            for mid in in_flight(s, snd):
                 if s.released[mid] and system.eager(s.msgs[mid]):
                     return (f"sender {snd} may reuse the buffer of eager message m{mid} "
                             "while its payload is still on the wire")

@@ -40,7 +40,7 @@ alongside and compare.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from verbspec.spec.tagmatch.lists import (
     MPI_RULES,
@@ -53,6 +53,7 @@ from verbspec.spec.tagmatch.lists import (
     find_msg,
     find_recv,
 )
+from verbspec.spec.values import evolve
 
 # where a pending receive lives, as software's shadow list records it
 SW, HW, HW_CANCEL = 0, 1, 2
@@ -147,7 +148,7 @@ NOTHING = Outcome()
 
 
 def _op(st: Offload, op: Op) -> Offload:
-    return replace(st, ops=st.ops + (op,), sent_count=op.count)
+    return evolve(st, ops=st.ops + (op,), sent_count=op.count)
 
 
 def offloadable(st: Offload, r: Recv, *, head_only: bool = True) -> bool:
@@ -165,12 +166,12 @@ def sw_post(st: Offload, r: Recv, rules: Rules = MPI_RULES, *, head_only: bool =
     i = find_msg(tuple(m for _, m in st.unexpected), r, rules)
     if i is not None:
         m = st.unexpected[i][1]
-        return (replace(st, unexpected=st.unexpected[:i] + st.unexpected[i + 1:]),
+        return (evolve(st, unexpected=st.unexpected[:i] + st.unexpected[i + 1:]),
                 Outcome(matches=(Match(r, m),)), lin)
     if offloadable(st, r, head_only=head_only):
-        return _op(replace(st, posted=st.posted + ((r, HW),)),
+        return _op(evolve(st, posted=st.posted + ((r, HW),)),
                    Op("add", st.sw_count, recv=r)), NOTHING, lin
-    return replace(st, posted=st.posted + ((r, SW),)), NOTHING, lin
+    return evolve(st, posted=st.posted + ((r, SW),)), NOTHING, lin
 
 
 def sw_cancel(st: Offload, rid: Hashable) -> tuple[Offload, Outcome, Lin]:
@@ -180,12 +181,12 @@ def sw_cancel(st: Offload, rid: Hashable) -> tuple[Offload, Outcome, Lin]:
         if r.id != rid:
             continue
         if loc == SW:
-            return (replace(st, posted=st.posted[:i] + st.posted[i + 1:]),
+            return (evolve(st, posted=st.posted[:i] + st.posted[i + 1:]),
                     Outcome(cancelled=(rid,)), ("cancel", rid))
         if loc == HW_CANCEL:
             raise TagMatchError(f"receive {rid!r} is already being cancelled")
         posted = st.posted[:i] + ((r, HW_CANCEL),) + st.posted[i + 1:]
-        return _op(replace(st, posted=posted), Op("remove", st.sw_count, rid=rid)), NOTHING, None
+        return _op(evolve(st, posted=posted), Op("remove", st.sw_count, rid=rid)), NOTHING, None
     return st, Outcome(cancel_failed=(rid,)), ("cancel", rid)
 
 
@@ -201,25 +202,25 @@ def hw_arrive(st: Offload, m: Msg, *, handshake: bool = True) -> Offload:
     if not (handshake and st.held):
         for i, r in enumerate(st.hw):
             if envelope_matches(r, m):
-                return replace(st, hw=st.hw[:i] + st.hw[i + 1:], arrivals=seq + 1,
+                return evolve(st, hw=st.hw[:i] + st.hw[i + 1:], arrivals=seq + 1,
                                cq=st.cq + (Cqe("match", recv=r, msg=m, seq=seq),))
-    return replace(st, reported=st.reported + 1, arrivals=seq + 1,
+    return evolve(st, reported=st.reported + 1, arrivals=seq + 1,
                    cq=st.cq + (Cqe("unexpected", msg=m, seq=seq),))
 
 
 def hw_op(st: Offload) -> Offload:
     """Hardware executes the oldest op; any op carrying an up-to-date count releases a hold."""
     op, rest = st.ops[0], st.ops[1:]
-    st = replace(st, ops=rest, synced=op.count)
+    st = evolve(st, ops=rest, synced=op.count)
     if op.kind == "add":
-        return replace(st, hw=st.hw + (op.recv,))
+        return evolve(st, hw=st.hw + (op.recv,))
     if op.kind == "remove":
         for i, r in enumerate(st.hw):
             if r.id == op.rid:
-                return replace(st, hw=st.hw[:i] + st.hw[i + 1:],
+                return evolve(st, hw=st.hw[:i] + st.hw[i + 1:],
                                cq=st.cq + (Cqe("removed", rid=op.rid, ok=True),))
         # the tag was consumed by a hardware match whose completion is already queued
-        return replace(st, cq=st.cq + (Cqe("removed", rid=op.rid, ok=False),))
+        return evolve(st, cq=st.cq + (Cqe("removed", rid=op.rid, ok=False),))
     return st
 
 
@@ -235,12 +236,12 @@ def sw_complete(st: Offload, rules: Rules = MPI_RULES, *, shadow_claims: bool = 
                 ) -> tuple[Offload, Outcome, Lin]:
     """Software handles the oldest hardware completion. ``shadow_claims=False`` matches a
     reported message against software-held receives only (a weakened design)."""
-    c, st = st.cq[0], replace(st, cq=st.cq[1:])
+    c, st = st.cq[0], evolve(st, cq=st.cq[1:])
     if c.kind == "match":
         r, m = c.recv, c.msg
         for i, (p, _) in enumerate(st.posted):
             if p.id == r.id:
-                return (replace(st, posted=st.posted[:i] + st.posted[i + 1:]),
+                return (evolve(st, posted=st.posted[:i] + st.posted[i + 1:]),
                         Outcome(matches=(Match(r, m),)), ("arrive", m))
         for i, cl in enumerate(st.claims):
             if cl.recv.id == r.id:
@@ -249,7 +250,7 @@ def sw_complete(st: Offload, rules: Rules = MPI_RULES, *, shadow_claims: bool = 
                 # message goes back to the unexpected list. Only reachable without the hold.
                 # The claim stays (now naming m) until the failed remove comes back.
                 claim = Claim(r, m, c.seq, cl.cancelling)
-                return (replace(st, claims=st.claims[:i] + (claim,) + st.claims[i + 1:],
+                return (evolve(st, claims=st.claims[:i] + (claim,) + st.claims[i + 1:],
                                 unexpected=_insert_unexpected(st.unexpected, cl.seq, cl.msg)),
                         Outcome(matches=(Match(r, m),), revoked=(Match(cl.recv, cl.msg),)),
                         ("arrive", m))
@@ -257,32 +258,32 @@ def sw_complete(st: Offload, rules: Rules = MPI_RULES, *, shadow_claims: bool = 
                             "shadow (the shadow list must cover every hardware receive)")
     if c.kind == "unexpected":
         m = c.msg
-        st = replace(st, sw_count=st.sw_count + 1)
+        st = evolve(st, sw_count=st.sw_count + 1)
         eligible = [k for k, (_, loc) in enumerate(st.posted) if shadow_claims or loc == SW]
         sub = find_recv(tuple(st.posted[k][0] for k in eligible), m, rules)
         i = None if sub is None else eligible[sub]
         if i is None:
-            return (replace(st, unexpected=_insert_unexpected(st.unexpected, c.seq, m)),
+            return (evolve(st, unexpected=_insert_unexpected(st.unexpected, c.seq, m)),
                     NOTHING, ("arrive", m))
         r, loc = st.posted[i]
-        st = replace(st, posted=st.posted[:i] + st.posted[i + 1:])
+        st = evolve(st, posted=st.posted[:i] + st.posted[i + 1:])
         if loc == HW:
             # claim it: hardware is held, so this remove cannot lose to a hardware match
-            st = _op(replace(st, claims=st.claims + (Claim(r, m, c.seq, False),)),
+            st = _op(evolve(st, claims=st.claims + (Claim(r, m, c.seq, False),)),
                      Op("remove", st.sw_count, rid=r.id))
         elif loc == HW_CANCEL:
-            st = replace(st, claims=st.claims + (Claim(r, m, c.seq, True),))
+            st = evolve(st, claims=st.claims + (Claim(r, m, c.seq, True),))
         return st, Outcome(matches=(Match(r, m),)), ("arrive", m)
     # "removed"
     for i, cl in enumerate(st.claims):
         if cl.recv.id == c.rid:
-            st = replace(st, claims=st.claims[:i] + st.claims[i + 1:])
+            st = evolve(st, claims=st.claims[:i] + st.claims[i + 1:])
             if cl.cancelling:
                 return st, Outcome(cancel_failed=(c.rid,)), ("cancel", c.rid)
             return st, NOTHING, None
     for i, (p, loc) in enumerate(st.posted):
         if p.id == c.rid and loc == HW_CANCEL and c.ok:
-            return (replace(st, posted=st.posted[:i] + st.posted[i + 1:]),
+            return (evolve(st, posted=st.posted[:i] + st.posted[i + 1:]),
                     Outcome(cancelled=(c.rid,)), ("cancel", c.rid))
     # hardware matched it before the remove ran; that match was handled already
     return st, Outcome(cancel_failed=(c.rid,)), ("cancel", c.rid)

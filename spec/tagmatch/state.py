@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verbspec.spec.fabric import Fabric, peer_of
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
 
@@ -30,8 +31,7 @@ class Params:
 @dataclass(frozen=True, slots=True)
 class State:
     msgs: tuple[tm.Msg | None, ...]       # by mid; None until sent
-    wire: tuple[tuple[int, ...], ...]      # per sender: headers/payloads in flight, in order
-    fins: tuple[tuple[int, ...], ...]      # per sender: FINs in flight back to it
+    fabric: Fabric                         # one RC connection per sender (see sender_qp)
     released: tuple[bool, ...]             # by mid: the send completed, its buffer is free
     stage: tuple[int, ...]                 # by mid: rendezvous stage
     recvs: tuple[tm.Recv, ...]             # by rid
@@ -40,6 +40,23 @@ class State:
     arrived: tuple[int, ...]               # mids in the order the matching engine took them in
     engine: tm.Engine | off.Offload
     ghost: tm.Engine | None                # the software engine run alongside an offload
+
+
+def sender_qp(snd: int) -> int:
+    """Sender ``snd``'s end of its RC connection to the receiver; the receiver's end is its
+    peer (:func:`verbspec.spec.fabric.peer_of`)."""
+    return 2 * snd
+
+
+def in_flight(s: State, snd: int) -> tuple[int, ...]:
+    """The mids whose eager payload or rendezvous header is on sender ``snd``'s wire, oldest
+    first."""
+    return tuple(m.payload for m in s.fabric.wire[sender_qp(snd)])
+
+
+def fins_in_flight(s: State, snd: int) -> tuple[int, ...]:
+    """The mids whose FIN is on its way back to sender ``snd``, oldest first."""
+    return tuple(m.payload for m in s.fabric.wire[peer_of(sender_qp(snd))])
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,14 +1,19 @@
 """The closed tag-matching system: senders, one receiver, and an RC fabric between them.
 
 Each sender posts its messages in order, each with an envelope (communicator, tag) and a length
-chosen freely; the RC wire from a sender delivers in order, never drops, and interleaves freely
-with the other senders' wires. The receiver posts receives with any envelope (a source or
+chosen freely, on its own RC connection to the receiver (:mod:`verbspec.spec.fabric`): a wire
+that delivers in order, never drops, and interleaves freely with the other senders' wires. Each
+end of a connection keeps one bounce buffer posted for incoming headers, payloads and FINs; its
+progress engine takes each completion and reposts the buffer within the step that delivers the
+message, so RC never answers RNR here. The receiver posts receives with any envelope (a source or
 ANY_SOURCE, a tag or ANY_TAG) and buffer length, cancels and probes. Messages up to
 ``eager_limit`` bytes are eager (payload with the header; the RC ACK completes the send once the
 payload reached the receiver). Longer ones are rendezvous: the header is matched, the receiver
-RDMA-READs the payload into the matched buffer and then sends FIN; the sender's buffer is free
-only after FIN. With ``capacity`` > 0 the receiver's matching runs through the hardware offload
-of :mod:`verbspec.spec.tagmatch.offload`, and the software engine of
+RDMA-READs the payload into the matched buffer and then sends FIN back on the same connection;
+the sender's buffer is free only after FIN. The READ is modelled by the message's rendezvous
+stage (:data:`NEED_READ` to :data:`READ_DONE`), not as wire messages; a FIN that overtakes it is
+the ``fin-before-read`` variant. With ``capacity`` > 0 the receiver's matching runs through
+the hardware offload of :mod:`verbspec.spec.tagmatch.offload`, and the software engine of
 :mod:`verbspec.spec.tagmatch.lists` runs alongside as a ghost, stepped at each linearization
 point, so ``offload_refines_software`` can compare the two after every step.
 
@@ -20,9 +25,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
+from verbspec.spec import fabric as fab
 from verbspec.spec.actions import action, bind
 from verbspec.spec.params import ParamSpec, check_values, check_variants
 from verbspec.spec.tagmatch import lists as tm
@@ -42,6 +48,7 @@ from verbspec.spec.tagmatch.state import (  # noqa: F401  (re-exported for users
     Params,
     State,
     StepObs,
+    sender_qp,
 )
 from verbspec.spec.tagmatch.variants import (
     EAGER_COMPLETE_ON_POST,
@@ -54,9 +61,15 @@ from verbspec.spec.tagmatch.variants import (
     VARIANTS,
     WILDCARD_LAST,
 )
-from verbspec.spec.tuples import set_item
+from verbspec.spec.values import evolve, set_item
 
 PROTOCOL = "tagmatch"
+
+# The fabric's CQs: a step polls each completion it causes, so two never wait at once.
+CQ_DEPTH = 2
+BOUNCE = "bounce"     # the registered region of each connection end's posted receive buffer
+SEND_BUF = "send"     # a sender's message buffers, one slot per message
+
 
 PARAMS = (
     ParamSpec("senders", int, 1, "sending ranks", lo=1, hi=4),
@@ -100,14 +113,17 @@ class TagMatchSystem:
         p = self.params
         n = p.senders * p.messages
         engine = off.Offload(p.capacity) if self.offload else tm.Engine()
-        return State((None,) * n, ((),) * p.senders, ((),) * p.senders, (False,) * n,
-                     (IDLE,) * n, (), (), (), (), engine, tm.Engine() if self.offload else None)
+        net = fab.new_fabric("rc", unsignaled_completions=False, connections=p.senders)
+        for qp in range(len(net.qps)):
+            net = fab.post_recv(net, qp, (self._bounce(),))
+        return State((None,) * n, net, (False,) * n, (IDLE,) * n, (), (), (), (), engine,
+                     tm.Engine() if self.offload else None)
 
     def done(self, s: State) -> bool:
         """Everything sent and posted, nothing in flight, every matched rendezvous finished."""
         p = self.params
         return (all(m is not None for m in s.msgs) and len(s.recvs) == p.receives
-                and not any(s.wire) and not any(s.fins)
+                and not any(s.fabric.wire)
                 and (not self.offload or s.engine.quiet())
                 and all(st in (IDLE, FIN_SENT) for st in s.stage))
 
@@ -149,12 +165,37 @@ class TagMatchSystem:
                 gm = ((mt.recv.id, mt.msg.id),)
             gobs = (gm, gc)
         arr = s.arrived if arrived is None else s.arrived + (arrived,)
-        s = replace(s, status=status, completion=completion, stage=stage, ghost=ghost,
+        s = evolve(s, status=status, completion=completion, stage=stage, ghost=ghost,
                     arrived=arr)
         obs = StepObs(tuple((mt.recv.id, mt.msg.id) for mt in outcome.matches),
                       tuple((mt.recv.id, mt.msg.id) for mt in outcome.revoked),
                       outcome.cancelled, gobs)
         return s, obs
+
+    def _bounce(self) -> fab.RecvWR:
+        """A connection end's receive buffer: room for an eager payload, a header or a FIN."""
+        return fab.RecvWR(0, BOUNCE, 0, 0, self.params.eager_limit, None)
+
+    def _transmit(self, s: State, qp: int, mid: int, nbytes: int, signaled: bool) -> State:
+        """Post one SEND carrying message ``mid``'s bytes (or its header, or its FIN) on
+        ``qp`` and let the NIC put it on the wire."""
+        net = fab.post_send(s.fabric, qp, (fab.SendWR(mid, SEND_BUF, mid, 0, nbytes, signaled,
+                                                       mid),))
+        return evolve(s, fabric=fab.transmit(net, qp, CQ_DEPTH))
+
+    def _take(self, s: State, src: int) -> tuple[State, int, bool]:
+        """The oldest message on QP ``src``'s wire lands in the peer's bounce buffer; both ends
+        poll what that completed and the receiving end reposts its buffer. Returns the mid the
+        message carried and whether the sender saw its SEND complete (RC's acknowledgement)."""
+        net, got = fab.deliver(s.fabric, src, CQ_DEPTH, receiver_alive=True)
+        if got.outcome != "landed":
+            raise AssertionError(f"spec bug: RC message {got.msg} was not delivered "
+                                 f"({got.outcome})")
+        dst = fab.peer_of(src)
+        _, net = fab.poll(net, dst, CQ_DEPTH)
+        acked, net = fab.poll(net, src, CQ_DEPTH)
+        net = fab.post_recv(net, dst, (self._bounce(),))
+        return evolve(s, fabric=net), got.msg.payload, any(c.opcode == "send" for c in acked)
 
     def _code(self, mt: tm.Match) -> int:
         return TRUNCATED if mt.truncated and not self.silent_trunc else OK
@@ -183,28 +224,29 @@ class TagMatchSystem:
         released = s.released
         if self.eager_on_post and self.eager(m):
             released = set_item(released, m.id, True)
-        return replace(s, msgs=set_item(s.msgs, m.id, m), released=released,
-                       wire=set_item(s.wire, snd, s.wire[snd] + (m.id,))), None
+        s = evolve(s, msgs=set_item(s.msgs, m.id, m), released=released)
+        eager = self.eager(m)
+        # an eager SEND carries the payload and is signaled: its completion frees the buffer;
+        # a rendezvous header carries no payload and its buffer waits for FIN
+        return self._transmit(s, sender_qp(snd), m.id, nbytes if eager else 0, eager), None
 
     def en_deliver(self, s: State) -> Iterable[tuple]:
-        return ((snd,) for snd in range(self.params.senders) if s.wire[snd])
+        return ((snd,) for snd in range(self.params.senders) if s.fabric.wire[sender_qp(snd)])
 
     @action("sender", guard=en_deliver)
     def do_deliver(self, s: State, snd: int):
         """the oldest message on a sender's wire reaches the receiver's NIC"""
-        mid, wire = s.wire[snd][0], set_item(s.wire, snd, s.wire[snd][1:])
+        s, mid, acked = self._take(s, sender_qp(snd))
         m = s.msgs[mid]
-        released = s.released
-        if self.eager(m):
+        if acked:
             # the RC ACK: the payload is at the receiver, the sender may reuse its buffer
-            released = set_item(released, mid, True)
-        s = replace(s, wire=wire, released=released)
+            s = evolve(s, released=set_item(s.released, mid, True))
         if self.offload:
-            return replace(s, engine=off.hw_arrive(s.engine, m, handshake=self.handshake)
+            return evolve(s, engine=off.hw_arrive(s.engine, m, handshake=self.handshake)
                            ), StepObs()
         engine, mt = tm.arrive(s.engine, m, self.rules)
         outcome = off.Outcome(matches=(mt,) if mt else ())
-        return self._apply(replace(s, engine=engine), outcome, None, arrived=mid)
+        return self._apply(evolve(s, engine=engine), outcome, None, arrived=mid)
 
     def en_post_recv(self, s: State) -> Iterable[tuple]:
         p = self.params
@@ -216,7 +258,7 @@ class TagMatchSystem:
     def do_post_recv(self, s: State, comm: int, src: int, tag: int, nbytes: int):
         """the receiver posts a receive"""
         r = tm.Recv(len(s.recvs), comm, src, tag, nbytes)
-        s = replace(s, recvs=s.recvs + (r,), status=s.status + (PENDING,),
+        s = evolve(s, recvs=s.recvs + (r,), status=s.status + (PENDING,),
                     completion=s.completion + (0,))
         if self.offload:
             engine, outcome, lin = off.sw_post(s.engine, r, self.rules,
@@ -224,7 +266,7 @@ class TagMatchSystem:
         else:
             engine, mt = tm.post_recv(s.engine, r, self.rules)
             outcome, lin = off.Outcome(matches=(mt,) if mt else ()), None
-        return self._apply(replace(s, engine=engine), outcome, lin)
+        return self._apply(evolve(s, engine=engine), outcome, lin)
 
     def en_cancel(self, s: State) -> Iterable[tuple]:
         if not self.params.cancel:
@@ -243,7 +285,7 @@ class TagMatchSystem:
         else:
             engine, ok = tm.cancel(s.engine, rid)
             outcome, lin = off.Outcome(cancelled=(rid,) if ok else ()), None
-        return self._apply(replace(s, engine=engine), outcome, lin)
+        return self._apply(evolve(s, engine=engine), outcome, lin)
 
     def en_probe(self, s: State) -> Iterable[tuple]:
         # a probe first drives progress: it sees every completion hardware has queued
@@ -267,7 +309,7 @@ class TagMatchSystem:
     def do_rndv_read(self, s: State, mid: int):
         """the receiver starts the RDMA READ of a matched rendezvous message into the receive
         buffer"""
-        return replace(s, stage=set_item(s.stage, mid, READING)), None
+        return evolve(s, stage=set_item(s.stage, mid, READING)), None
 
     def en_rndv_read_done(self, s: State) -> Iterable[tuple]:
         return ((mid,) for mid, st in enumerate(s.stage) if st in (READING, FIN_EARLY))
@@ -278,7 +320,7 @@ class TagMatchSystem:
         rid = s.status.index(mid)
         mt = tm.Match(s.recvs[rid], s.msgs[mid])
         nxt = FIN_SENT if s.stage[mid] == FIN_EARLY else READ_DONE
-        return replace(s, stage=set_item(s.stage, mid, nxt),
+        return evolve(s, stage=set_item(s.stage, mid, nxt),
                        completion=set_item(s.completion, rid, self._code(mt))), None
 
     def en_send_fin(self, s: State) -> Iterable[tuple]:
@@ -290,18 +332,18 @@ class TagMatchSystem:
         """the receiver sends FIN to the sender"""
         snd = s.msgs[mid].src
         nxt = FIN_SENT if s.stage[mid] == READ_DONE else FIN_EARLY
-        return replace(s, stage=set_item(s.stage, mid, nxt),
-                       fins=set_item(s.fins, snd, s.fins[snd] + (mid,))), None
+        s = evolve(s, stage=set_item(s.stage, mid, nxt))
+        return self._transmit(s, fab.peer_of(sender_qp(snd)), mid, 0, False), None
 
     def en_fin_arrive(self, s: State) -> Iterable[tuple]:
-        return ((snd,) for snd in range(self.params.senders) if s.fins[snd])
+        return ((snd,) for snd in range(self.params.senders)
+                if s.fabric.wire[fab.peer_of(sender_qp(snd))])
 
     @action("sender", guard=en_fin_arrive)
     def do_fin_arrive(self, s: State, snd: int):
         """a FIN reaches its sender: the send completes and its buffer is free"""
-        mid = s.fins[snd][0]
-        return replace(s, fins=set_item(s.fins, snd, s.fins[snd][1:]),
-                       released=set_item(s.released, mid, True)), None
+        s, mid, _ = self._take(s, fab.peer_of(sender_qp(snd)))
+        return evolve(s, released=set_item(s.released, mid, True)), None
 
     # ---- the offload's own steps (only with capacity > 0) -----------------------------------
 
@@ -314,7 +356,7 @@ class TagMatchSystem:
     @action(guard=en_hw_op, present=_offloaded)
     def do_hw_op(self, s: State):
         """hardware executes the oldest add/remove/sync op"""
-        return replace(s, engine=off.hw_op(s.engine)), StepObs()
+        return evolve(s, engine=off.hw_op(s.engine)), StepObs()
 
     def en_sw_complete(self, s: State) -> Iterable[tuple]:
         return ((),) if s.engine.cq else ()
@@ -326,7 +368,7 @@ class TagMatchSystem:
         engine, outcome, lin = off.sw_complete(s.engine, self.rules,
                                                shadow_claims=self.shadow_claims)
         arrived = c.msg.id if c.kind in ("match", "unexpected") else None
-        return self._apply(replace(s, engine=engine), outcome, lin, arrived=arrived)
+        return self._apply(evolve(s, engine=engine), outcome, lin, arrived=arrived)
 
     def en_sw_sync(self, s: State) -> Iterable[tuple]:
         e = s.engine
@@ -335,7 +377,7 @@ class TagMatchSystem:
     @action(guard=en_sw_sync, present=_offloaded)
     def do_sw_sync(self, s: State):
         """software sends its unexpected count to hardware"""
-        return replace(s, engine=off.sw_sync(s.engine)), StepObs()
+        return evolve(s, engine=off.sw_sync(s.engine)), StepObs()
 
 
 def build(values: Mapping[str, Any] | None = None, variants: Iterable[str] = ()
