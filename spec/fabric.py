@@ -26,6 +26,9 @@ ST_FLUSH = "work request flushed"
 ST_RETRY = "transport retry counter exceeded"
 ST_REM_INV = "remote invalid request error"
 
+# Each status's number in enum ibv_wc_status (<infiniband/verbs.h>), which ds4 prints.
+WC_STATUS_CODE = {ST_OK: 0, ST_LEN: 1, ST_FLUSH: 5, ST_REM_INV: 9, ST_RETRY: 12, ST_RNR: 13}
+
 
 @dataclass(frozen=True)
 class RecvWR:

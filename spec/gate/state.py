@@ -32,8 +32,7 @@ BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER = (
 FAILED, CRASHED = "failed", "crashed"
 
 REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER})        # phases that poll the CQ
-TCP_READ_PHASES = {ARM_BAR_READ: "the window barrier", BIG_HDR_READ: "the big gate header",
-                   BIG_BAR_READ: "the big gate barrier"}
+TCP_READ_PHASES = frozenset({ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ})    # phases that read TCP
 BIG_PHASES = frozenset({BIG_BEGIN, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER})
 
 # The phase graph: the phases a live rank may enter from each phase (FAILED and CRASHED, the
@@ -69,7 +68,9 @@ def phase_step_allowed(old: str, new: str) -> bool:
 
 
 WINDOW_BARRIER = 0xD1
-BIG_MAGIC = 0xB16
+BIG_MAGIC = 0xB16           # the tag field of a big-gate header (ds4's header.gate)
+HEADER_MAGIC = 0x44533442   # "DS4B", the magic of ds4's big-gate header
+BIG_LAYER = 0               # the spec's big gates name no layer: their headers carry layer 0
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ returns the next state with the Observation an implementation would show for tha
 argument tuples for which the step is enabled; ``GateSpec.actions`` binds them into the
 system's action list.
 
-Error messages are ds4's where ds4 has one; the few added (for checks ds4 lacks) say which rule
-was broken.
+Every failure's text comes from a declaration in ``errors.py``: ds4's own format where ds4
+prints one, filled from the state as ds4 fills it; otherwise a text marked as the spec's own.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from functools import cached_property
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import action, bind
 from verbspec.spec.fabric import RecvWR, SendWR
+from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
     ARM_BAR_READ,
@@ -28,6 +29,7 @@ from verbspec.spec.gate.state import (
     BIG_BEGIN,
     BIG_HDR_READ,
     BIG_HDR_SEND,
+    BIG_LAYER,
     BIG_MAGIC,
     BIG_POST,
     BIG_XFER,
@@ -35,6 +37,7 @@ from verbspec.spec.gate.state import (
     DRAIN_POST,
     DRAIN_WAIT,
     FAILED,
+    HEADER_MAGIC,
     HOLD,
     IDLE,
     INIT,
@@ -69,26 +72,6 @@ from verbspec.spec.values import evolve, set_item
 
 POLL_BATCH = 16
 RANKS = ((0,), (1,))
-
-# Every error a rank can end in; no_deadlock requires each failure to match one of these.
-DOCUMENTED_ERRORS = (
-    "gate order broke: layer ",
-    "gate seq ",                                    # "... out of order after gate L"
-    "timeout waiting gate seq ",
-    "peer disconnected during RDMA gate",
-    "rdma completion error: ",
-    "rdma window barrier failed: ",
-    "timeout draining RDMA receive window (",
-    "peer disconnected while draining RDMA receives",
-    "big gate desync: ",
-    "big gate unavailable or decode window still active",
-    "big gate barrier failed: ",
-    "duplicate or invalid big gate completion ",
-    "big gate chunk ",
-    "timeout in big gate window (",
-    "peer disconnected during big gate",
-    "peer closed the TCP channel during ",
-)
 
 
 class GateSpec:
@@ -176,7 +159,9 @@ class GateSpec:
     @action("rank", guard=en_setup)
     def do_setup(self, s: GateState, r: int):
         s = self._put(s, r, phase=IDLE)
-        log = ("rdma gate vectors ride as 2 chunked messages",) if self.chunks == 2 else ()
+        c = self.cfg
+        log = ((errors.CHUNKED_VECTORS(vec_bytes=c.vec_bytes, max_msg=c.max_msg),)
+               if self.chunks == 2 else ())
         return s, self._obs(s, r, log=log)
 
     # ------------------------------------------------------------------ application calls
@@ -195,9 +180,9 @@ class GateSpec:
         """gate(layer, gate, seq): the checks come before any state is touched."""
         rk = s.ranks[r]
         if layer * 2 + gate != self.cfg.slot(seq):
-            return self._fail(s, r, f"gate order broke: layer {layer} gate {gate} vs seq {seq}")
+            return self._fail(s, r, errors.GATE_ORDER(layer=layer, gate=gate, seq=seq))
         if seq != rk.last_gate_seq + 1 and not NO_SEQ_CHECK.on(self.v):
-            return self._fail(s, r, f"gate seq {seq} out of order after gate {rk.last_gate_seq}")
+            return self._fail(s, r, errors.GATE_SEQ_ORDER(seq=seq, last=rk.last_gate_seq))
         if rk.op == len(s.script):
             s = evolve(s, script=s.script + (0,))
         # the application has written its vector for `seq` into out-slot(seq)
@@ -274,8 +259,8 @@ class GateSpec:
         s = evolve(s, fabric=f)
         if item.kind != "byte" or item.value != WINDOW_BARRIER:
             # the posted receives stay posted; the window stays inactive
-            return self._fail(s, r, f"rdma window barrier failed: expected 0x{WINDOW_BARRIER:x}, "
-                                    f"got {_describe(item)}", tcp_in=(item,))
+            return self._fail(s, r, errors.WINDOW_BARRIER_MISMATCH(
+                got=_first_byte(item), want=WINDOW_BARRIER), tcp_in=(item,))
         s = self._put(s, r, window_active=True, phase=SEND)
         return s, self._obs(s, r, tcp_in=(item,))
 
@@ -314,8 +299,7 @@ class GateSpec:
         for c in got:
             if c.status != fb.ST_OK:
                 s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
-                return self._fail(s, r, f"rdma completion error: {c.status} "
-                                        f"({c.opcode} wr_id {c.wr_id:#x})", polled=polled)
+                return self._fail(s, r, self.completion_error(rk.phase, c), polled=polled)
             if c.opcode == "send":
                 if c.wr_id & TAG_WARM and not STRAY_SEND_COMPLETION.on(self.v):
                     continue    # a warm-up leftover is not one of ours
@@ -329,25 +313,40 @@ class GateSpec:
             if c.wr_id & TAG_WARM and not STRAY_WARM_RECEIVE.on(self.v):
                 continue
             if rk.phase == BIG_XFER:
+                # ds4's order: the tag, then the index (range, duplicate), then the length
                 idx = c.wr_id & ~TAG_MASK
-                if not c.wr_id & TAG_BULK or idx >= rk.big_win or idx in rk.big_recvd:
+                untagged = not c.wr_id & TAG_BULK
+                invalid = idx >= rk.big_win or idx in rk.big_recvd
+                if untagged or invalid or c.byte_len != self.cfg.max_msg:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
-                    return self._fail(s, r, f"duplicate or invalid big gate completion {idx}",
-                                      polled=polled)
-                if c.byte_len != self.cfg.max_msg:
-                    s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
-                    return self._fail(s, r, f"big gate chunk {idx} received {c.byte_len} bytes, "
-                                            f"expected {self.cfg.max_msg}", polled=polled)
+                    if untagged:
+                        return self._fail(s, r, errors.BIG_UNTAGGED(wr_id=c.wr_id),
+                                          polled=polled)
+                    if invalid:
+                        return self._fail(s, r, errors.BIG_INVALID(wr_id=c.wr_id),
+                                          polled=polled)
+                    return self._fail(s, r, errors.BIG_LENGTH(
+                        chunk=idx, got=c.byte_len, want=self.cfg.max_msg), polled=polled)
                 rk = evolve(rk, big_recvd=rk.big_recvd | {idx})
                 continue
             if rk.phase == DRAIN_WAIT:
-                # dummies are not arrivals: counted, never raising the watermark (ds4 raises
-                # it and resets it to last_gate_seq when the drain ends; no gate sees either)
+                # dummies are not arrivals: counted, never raising the watermark, as in ds4,
+                # which sets it to last_gate_seq when the drain ends
                 rk = evolve(rk, drain_recvs=rk.drain_recvs + 1)
                 continue
             rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
         s = evolve(s, ranks=set_item(s.ranks, r, rk))
         return s, self._obs(s, r, polled=polled)
+
+    def completion_error(self, phase: str, c: fb.CQE) -> str:
+        """An error completion ends each wait with its own text; ds4 names the status by its
+        ibv_wc_status number and, in a decode gate only, the work request."""
+        status = errors.WC_STATUS(status=fb.WC_STATUS_CODE[c.status])
+        if phase == DRAIN_WAIT:
+            return errors.DRAIN_COMPLETION(status=status)
+        if phase == BIG_XFER:
+            return errors.BIG_COMPLETION(status=status)
+        return errors.GATE_COMPLETION(status=status, wr_id=c.wr_id)
 
     def en_gate_done(self, s: GateState):
         return ((r,) for r in (0, 1)
@@ -404,10 +403,18 @@ class GateSpec:
         rk = s.ranks[r]
         item, f = fb.tcp_read(s.fabric, r)
         s = evolve(s, fabric=f)
-        if item.kind != "header" or (item.value, item.chunks) != (rk.big_no, rk.big_chunks):
-            return self._fail(s, r, f"big gate desync: local {BIG_MAGIC:#x} big {rk.big_no} "
-                                    f"({rk.big_chunks} chunks) vs peer {_describe(item)}",
+        if item.kind != "header":
+            return self._fail(s, r, errors.BIG_HEADER_MISFRAMED(item=_describe(item)),
                               tcp_in=(item,))
+        if item.value != rk.big_no:
+            # ds4 compares magic, layer, tag and seq; the spec's header always carries the
+            # magic and tag, and the big-gate number stands for the seq
+            return self._fail(s, r, errors.BIG_DESYNC(
+                got_layer=BIG_LAYER, got_tag=BIG_MAGIC, got_seq=item.value, layer=BIG_LAYER,
+                seq=rk.big_no), tcp_in=(item,))
+        if item.chunks != rk.big_chunks:
+            return self._fail(s, r, errors.BIG_SIZE_MISMATCH(
+                big=rk.big_no, chunks=rk.big_chunks, peer_chunks=item.chunks), tcp_in=(item,))
         own = self.rq_grant[r]
         depth = own if DEPTH_MISMATCH.on(self.v) else min(own, item.depth)
         s = self._put(s, r, hdr_ok=True, big_depth=self.cfg.big_window(depth),
@@ -454,7 +461,7 @@ class GateSpec:
     def do_big_begin(self, s: GateState, r: int):
         rk = s.ranks[r]
         if rk.window_active:
-            return self._fail(s, r, "big gate unavailable or decode window still active")
+            return self._fail(s, r, errors.BIG_UNAVAILABLE())
         win = min(rk.big_depth, rk.big_chunks - rk.big_base)
         s = self._put(s, r, big_win=win, big_posted=0, big_sent=0, big_send_done=0,
                       big_recvd=frozenset(), phase=BIG_POST)
@@ -498,8 +505,7 @@ class GateSpec:
         item, f = fb.tcp_read(s.fabric, r)
         s = evolve(s, fabric=f)
         if item.kind != "byte" or item.value != rk.barrier_tag:
-            return self._fail(s, r, f"big gate barrier failed: expected tag {rk.barrier_tag}, "
-                                    f"got {_describe(item)}", tcp_in=(item,))
+            return self._fail(s, r, errors.BIG_BARRIER(), tcp_in=(item,))
         s = self._put(s, r, phase=BIG_XFER)
         return s, self._obs(s, r, tcp_in=(item,))
 
@@ -696,13 +702,13 @@ class GateSpec:
             yield from ((r,) for r in waiting)
 
     def timed_out(self, rk: Rank) -> str:
+        """The text of a wait that timed out, with ds4's counts at that point."""
         if rk.phase == WAIT:
-            return f"timeout waiting gate seq {rk.seq} (recv_done {rk.recv_done})"
+            return errors.GATE_TIMEOUT(seq=rk.seq, recv_done=rk.recv_done)
         if rk.phase == DRAIN_WAIT:
-            return (f"timeout draining RDMA receive window "
-                    f"({rk.drain_recvs}/{self.cfg.window * self.chunks})")
-        return (f"timeout in big gate window (recv {len(rk.big_recvd)}/{rk.big_win}, "
-                f"send {rk.big_send_done}/{rk.big_win})")
+            return errors.DRAIN_TIMEOUT(recvs=rk.drain_recvs, want=self.cfg.window * self.chunks)
+        return errors.BIG_TIMEOUT(recvs=len(rk.big_recvd), chunks=rk.big_win,
+                                  sends=rk.big_send_done, sent=rk.big_sent)
 
     @action("rank", guard=en_timeout, fault=True)
     def do_timeout(self, s: GateState, r: int):
@@ -722,13 +728,30 @@ class GateSpec:
     def do_peer_gone(self, s: GateState, r: int):
         """The peer's TCP socket closed: the liveness check (every 16384 polls) or a read sees
         it."""
-        rk = s.ranks[r]
-        msg = {WAIT: "peer disconnected during RDMA gate",
-               DRAIN_WAIT: "peer disconnected while draining RDMA receives",
-               BIG_XFER: "peer disconnected during big gate"}.get(rk.phase)
-        if msg is None:
-            msg = f"peer closed the TCP channel during {TCP_READ_PHASES[rk.phase]}"
-        return self._fail(s, r, msg)
+        return self._fail(s, r, self.peer_gone_error(s.ranks[r]))
+
+    def peer_gone_error(self, rk: Rank) -> str:
+        """The text of a wait or read that found the peer gone, by the phase it ended."""
+        if rk.phase == WAIT:
+            return errors.GATE_PEER()
+        if rk.phase == DRAIN_WAIT:
+            return errors.DRAIN_PEER()
+        if rk.phase == BIG_XFER:
+            return errors.BIG_PEER()
+        if rk.phase == ARM_BAR_READ:
+            return errors.WINDOW_BARRIER_CLOSED()
+        if rk.phase == BIG_HDR_READ:
+            return errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=rk.big_no,
+                                            reason=errors.PEER_CLOSED_ERRNO)
+        if rk.phase == BIG_BAR_READ:
+            return errors.BIG_BARRIER()
+        raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
+
+
+def _first_byte(item: TcpItem) -> int:
+    """The byte a one-byte barrier read takes: a barrier byte, or the first byte of a header,
+    the low byte of its little-endian magic."""
+    return item.value if item.kind == "byte" else HEADER_MAGIC & 0xFF
 
 
 def _describe(item: TcpItem) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from verbspec.spec.actions import action_names
 from verbspec.spec.fabric import completes, new_fabric
+from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import (
     BIG_BEGIN,
@@ -22,7 +23,7 @@ from verbspec.spec.gate.state import (
     GateState,
     Rank,
 )
-from verbspec.spec.gate.steps import DOCUMENTED_ERRORS, GateSpec
+from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.variants import VARIANTS
 from verbspec.spec.lts import Invariant
 from verbspec.spec.params import check_values, check_variants
@@ -160,7 +161,7 @@ class GateSystem:
                         f"{sum(map(len, s.fabric.wire))} messages on the wire")
             return None
         for r, rk in enumerate(s.ranks):
-            if rk.phase == FAILED and not rk.error.startswith(DOCUMENTED_ERRORS):
+            if rk.phase == FAILED and errors.documented(rk.error) is None:
                 return f"rank {r} failed with an undocumented error: {rk.error}"
         if not self.done(s) and not any(a.is_enabled(s) for a in self.actions):
             stuck = [r for r in (0, 1) if s.ranks[r].alive and not self.finished(s, r)]

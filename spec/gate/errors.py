@@ -1,0 +1,194 @@
+"""Every text a rank of the gate spec can fail with, each declared once, paired with ds4.
+
+A text is a printf format that the spec fills the way ds4 fills it. Where ds4's ``ds4_tp.c``
+(protocol v14, at ``DS4_COMMIT``) prints an error for the failure, the format is ds4's own,
+with its ``ds4-tp: `` prefix and trailing newline stripped, and each declaration names the
+function and the line that print it. Where ds4 fails without a word (``SILENT``), or does not
+fail at all because the spec checks a rule ds4 lacks (``SAFETY_RULE``), the text is the
+spec's own and says so by its prefix; the declaration then names the ds4 line that handles
+the case. ``steps.py`` builds every failure from a declaration here (tests/test_ds4_texts.py
+holds it to that), so a new error text cannot be typed in place.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+DS4_REPOSITORY = "zzyu17/ds4"
+DS4_COMMIT = "1c45969407571694539fb5bca5b54795d411a4a2"
+DS4_SOURCE = "ds4_tp.c"
+DS4_PREFIX = "ds4-tp: "         # ds4 starts every stderr line with it; stripped here
+
+# Where a text comes from.
+DS4 = "ds4"                     # ds4 prints this format
+SILENT = "silent"               # ds4 fails here too, but prints nothing
+SAFETY_RULE = "safety rule"     # the spec fails where ds4 does not fail
+OWN_PREFIX = {SILENT: "verbspec silent failure: ", SAFETY_RULE: "verbspec safety rule: "}
+
+# One printf conversion: flags, width, precision, length modifier, conversion letter.
+_CONVERSION = re.compile(r"%([#0 +-]*)(\d*)(\.\d+)?(hh|h|ll|l|z|j|t)?([diuxXs%])")
+_UNSIGNED = frozenset("uxX")
+
+# strerror(errno) where ds4 prints it after the big-gate header read met a dead peer: the
+# rank wrote its own header before reading, so the dead peer's socket held unread data and
+# the kernel answered with a reset (ECONNRESET).
+PEER_CLOSED_ERRNO = "Connection reset by peer"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One text: its printf format, the names of the values its conversions print (in order;
+    a name may recur, as ds4 passes one value twice), and where ds4 handles the case."""
+
+    fmt: str
+    fields: tuple[str, ...]
+    ds4_function: str
+    ds4_line: int               # line of DS4_SOURCE at DS4_COMMIT
+    origin: str = DS4
+
+    def __post_init__(self) -> None:
+        if len(_conversions(self.fmt)) != len(self.fields):
+            raise ValueError(f"{self.fmt!r}: {len(self.fields)} fields for "
+                             f"{len(_conversions(self.fmt))} conversions")
+        own = OWN_PREFIX.get(self.origin)
+        if self.origin != DS4 and (own is None or not self.fmt.startswith(own)):
+            raise ValueError(f"{self.fmt!r}: a text of origin {self.origin!r} starts with {own!r}")
+        if self.origin == DS4 and self.fmt.startswith(tuple(OWN_PREFIX.values())):
+            raise ValueError(f"{self.fmt!r}: ds4's text carries the spec's own prefix")
+
+    def __call__(self, **values: int | str) -> str:
+        """The text with each field filled, as printf fills the format."""
+        if set(values) != set(self.fields):
+            raise TypeError(f"{self.fmt!r} takes {sorted(set(self.fields))}, got "
+                            f"{sorted(values)}")
+        args = tuple(values[f] for f in self.fields)
+        for (_, letter), name, value in zip(_conversions(self.fmt), self.fields, args,
+                                            strict=True):
+            if letter == "s" and not isinstance(value, str):
+                raise TypeError(f"{self.fmt!r}: {name} is printed with %s, got {value!r}")
+            if letter != "s" and not (isinstance(value, int) and not isinstance(value, bool)):
+                raise TypeError(f"{self.fmt!r}: {name} is printed with %{letter}, got {value!r}")
+            if letter in _UNSIGNED and value < 0:
+                raise ValueError(f"{self.fmt!r}: {name} is unsigned, got {value}")
+        return _python_format(self.fmt) % args
+
+    @property
+    def ds4_format(self) -> str | None:
+        """ds4's format for this failure; None where the text is the spec's own."""
+        return self.fmt if self.origin == DS4 else None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """Matches exactly the texts this format can produce."""
+        return _pattern(self.fmt)
+
+
+def _conversions(fmt: str) -> list[tuple[str, str]]:
+    """(flags, letter) of each conversion that consumes a value."""
+    return [(m[1], m[5]) for m in _CONVERSION.finditer(fmt) if m[5] != "%"]
+
+
+def _python_format(fmt: str) -> str:
+    """The printf format as Python's %-format: length modifiers dropped, %u and %i as %d."""
+    def one(m: re.Match[str]) -> str:
+        letter = "d" if m[5] in "iu" else m[5]
+        return "%" + m[1] + m[2] + (m[3] or "") + letter
+    return _CONVERSION.sub(one, fmt)
+
+
+def _pattern(fmt: str) -> re.Pattern[str]:
+    digits = {"d": r"-?\d+", "i": r"-?\d+", "u": r"\d+", "x": "[0-9a-f]+", "X": "[0-9A-F]+"}
+    out, at = [], 0
+    for m in _CONVERSION.finditer(fmt):
+        out.append(re.escape(fmt[at:m.start()]))
+        letter = m[5]
+        if letter == "%":
+            out.append("%")
+        elif letter == "s":
+            out.append(".*")
+        else:
+            out.append(("0[xX]" if "#" in m[1] and letter in "xX" else "") + digits[letter])
+        at = m.end()
+    out.append(re.escape(fmt[at:]))
+    return re.compile("".join(out), re.DOTALL)
+
+
+# ----------------------------------------------------------------- pieces of other texts
+# ds4 prints a work completion's status through tp_wc_status_str: the number, not a name.
+WC_STATUS = Message("wc status %d", ("status",), "tp_wc_status_str", 1274)
+
+# ----------------------------------------------------------------- logs
+CHUNKED_VECTORS = Message("rdma gate vectors ride as 2 chunked messages (%llu bytes > %u limit)",
+                          ("vec_bytes", "max_msg"), "tp_rdma_register_and_exchange", 1249)
+
+# ----------------------------------------------------------------- decode gate
+GATE_ORDER = Message("gate order broke: layer %u gate %u vs seq %llu",
+                     ("layer", "gate", "seq"), "tp_rdma_gate_exchange", 1529)
+# ds4 checks only that (layer, gate) is seq's slot; a repeated or skipped seq goes through
+GATE_SEQ_ORDER = Message("verbspec safety rule: gate seq %llu out of order after gate %llu",
+                         ("seq", "last"), "tp_rdma_gate_exchange", 1528, SAFETY_RULE)
+# the arming barrier's failure ends the gate (ok = 0) with no message of its own
+WINDOW_BARRIER_MISMATCH = Message(
+    "verbspec silent failure: rdma window barrier read byte 0x%02x, expected 0x%02x",
+    ("got", "want"), "tp_rdma_window_barrier", 1720, SILENT)
+WINDOW_BARRIER_CLOSED = Message(
+    "verbspec silent failure: peer closed the data socket during the rdma window barrier",
+    (), "tp_rdma_window_barrier", 1719, SILENT)
+GATE_COMPLETION = Message("rdma completion error: %s (wr_id %llu)", ("status", "wr_id"),
+                          "tp_rdma_drain_cq", 1316)
+GATE_PEER = Message("peer disconnected during RDMA gate", (), "tp_rdma_gate_exchange", 1579)
+GATE_TIMEOUT = Message("timeout waiting gate seq %llu (recv_done %llu)", ("seq", "recv_done"),
+                       "tp_rdma_gate_exchange", 1586)
+
+# ----------------------------------------------------------------- drain
+DRAIN_COMPLETION = Message("rdma receive-window drain: %s", ("status",),
+                           "tp_rdma_drain_decode_window", 1677)
+DRAIN_PEER = Message("peer disconnected while draining RDMA receives", (),
+                     "tp_rdma_drain_decode_window", 1692)
+DRAIN_TIMEOUT = Message("timeout draining RDMA receive window (%u/%u)", ("recvs", "want"),
+                        "tp_rdma_drain_decode_window", 1698)
+
+# ----------------------------------------------------------------- big gate
+BIG_HEADER_FAILED = Message(
+    "big gate header exchange failed or peer closed (layer %u seq %llu): %s",
+    ("layer", "seq", "reason"), "ds4_tp_big_gate_exchange", 2305)
+BIG_DESYNC = Message("big gate desync: got l=%u tag=%x seq=%llu, want l=%u seq=%llu",
+                     ("got_layer", "got_tag", "got_seq", "layer", "seq"),
+                     "ds4_tp_big_gate_exchange", 2315)
+# ds4's header carries no size: ranks that disagree on it go on to exchange windows
+BIG_SIZE_MISMATCH = Message(
+    "verbspec safety rule: big gate %llu of %llu chunks vs the peer's %llu chunks",
+    ("big", "chunks", "peer_chunks"), "ds4_tp_big_gate_exchange", 2312, SAFETY_RULE)
+# ds4 reads sizeof(header) bytes of whatever the peer wrote and parses them as a header
+BIG_HEADER_MISFRAMED = Message("verbspec safety rule: big gate header read found %s",
+                               ("item",), "ds4_tp_big_gate_exchange", 2303, SAFETY_RULE)
+BIG_UNAVAILABLE = Message("big gate unavailable or decode window still active", (),
+                          "tp_rdma_big_gate_exchange", 1734)
+BIG_BARRIER = Message("big gate window barrier failed", (), "tp_rdma_big_gate_exchange", 1805)
+BIG_COMPLETION = Message("big gate completion error: %s", ("status",),
+                         "tp_rdma_big_gate_exchange", 1848)
+# ds4 takes an untagged receive completion in a big-gate window as a decode arrival
+BIG_UNTAGGED = Message(
+    "verbspec safety rule: receive completion wr_id %llu without the BULK tag in a big gate "
+    "window", ("wr_id",), "tp_rdma_big_gate_exchange", 1854, SAFETY_RULE)
+BIG_INVALID = Message("duplicate or invalid big gate completion %llu", ("wr_id",),
+                      "tp_rdma_big_gate_exchange", 1865)
+BIG_LENGTH = Message("big gate chunk %llu received %u bytes, expected %u",
+                     ("chunk", "got", "want"), "tp_rdma_big_gate_exchange", 1874)
+BIG_PEER = Message("peer disconnected during big gate", (), "tp_rdma_big_gate_exchange", 1884)
+BIG_TIMEOUT = Message("timeout in big gate window (%u/%u recvs, %u/%u sends, %u sent)",
+                      ("recvs", "chunks", "sends", "chunks", "sent"),
+                      "tp_rdma_big_gate_exchange", 1888)
+
+# Every text a rank can fail with, by name: each Message above but the piece and the log.
+_NOT_ERRORS = ("WC_STATUS", "CHUNKED_VECTORS")
+ERRORS: dict[str, Message] = {
+    name: value for name, value in globals().items()
+    if isinstance(value, Message) and name not in _NOT_ERRORS}
+
+
+def documented(text: str) -> Message | None:
+    """The declared error text ``text`` is an instance of, if any."""
+    return next((m for m in ERRORS.values() if m.pattern.fullmatch(text)), None)
