@@ -23,7 +23,7 @@ from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import GateSystem, build
 from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM, Payload, TcpItem
 from verbspec.spec.lts import InvariantViolation, replay
-from verbspec.spec.tuples import set_item
+from verbspec.spec.values import set_item
 
 PARAMS = {d.name: d.params for d in declared(GateSpec)}
 ROOT = Path(__file__).resolve().parents[1]
