@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verbspec.spec.fabric import Fabric, peer_of
+from verbspec.spec.fabric import Fabric
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
 
@@ -52,11 +52,6 @@ def in_flight(s: State, snd: int) -> tuple[int, ...]:
     """The mids whose eager payload or rendezvous header is on sender ``snd``'s wire, oldest
     first."""
     return tuple(m.payload for m in s.fabric.wire[sender_qp(snd)])
-
-
-def fins_in_flight(s: State, snd: int) -> tuple[int, ...]:
-    """The mids whose FIN is on its way back to sender ``snd``, oldest first."""
-    return tuple(m.payload for m in s.fabric.wire[peer_of(sender_qp(snd))])
 
 
 @dataclass(frozen=True, slots=True)
