@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,11 @@ from verbspec.proofs.explore import explore
 from verbspec.proofs.protocols import CHECKS, Checks
 from verbspec.proofs.report import Result
 from verbspec.proofs.search import SearchResult, bounded_search
-from verbspec.proofs.traces import save_counterexample
+from verbspec.proofs.traces import read_moves, save_counterexample
 from verbspec.proofs.walk import WalkResult, random_walks
 from verbspec.spec import protocols
-from verbspec.spec.lts import InvariantViolation, System
+from verbspec.spec.lts import InvariantViolation, System, replay
+from verbspec.spec.params import Profile
 
 METHODS = ("explore", "bmc", "prove")
 
@@ -47,6 +48,7 @@ class Options:
     trace_dir: Path = Path("verbspec-traces")
     progress: Callable[[str], None] | None = None
     hypothesis_dir: Path | None = None       # explore: Hypothesis's storage (None: temporary)
+    profile: Profile | None = None           # bmc per invariant; violations name variants
 
 
 class MethodUnavailable(Exception):
@@ -88,7 +90,8 @@ def run_bmc(system: System, variants: Sequence[str], opts: Options, default_dept
             fault_free_depth: int | None = None,
             one_fault_depth: int | None = None,
             walk_depth: int | None = None,
-            shortest: ShortestProof | None = None) -> list[Result]:
+            shortest: ShortestProof | None = None,
+            target: str | None = None) -> list[Result]:
     """Breadth-first bounded search. With ``fault_free_depth``, a second phase searches the
     fault-free runs (fault actions excluded) deeper, from the initial state again, when the
     first phase neither found a violation nor exhausted the state space; with
@@ -102,9 +105,9 @@ def run_bmc(system: System, variants: Sequence[str], opts: Options, default_dept
             opts.progress(f"bmc depth {level}: {states} states")
 
     res = bounded_search(system, depth=depth, max_states=opts.max_states, variants=variants,
-                         progress=tick)
+                         target=target, progress=tick)
     return _layered_bmc(system, variants, opts, res, fault_free_depth, one_fault_depth,
-                        walk_depth, shortest)
+                        None if target else walk_depth, shortest, target)
 
 
 def _covered(res: SearchResult) -> int:
@@ -169,7 +172,8 @@ class _Limited:
 def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: SearchResult,
                  fault_free_depth: int | None, one_fault_depth: int | None,
                  walk_depth: int | None = None,
-                 shortest: ShortestProof | None = None) -> list[Result]:
+                 shortest: ShortestProof | None = None,
+                 target: str | None = None) -> list[Result]:
     """Phase 1 (every run, faults included) is ``res``; phase 2 (if ``fault_free_depth`` is
     given) searches fault-free runs up to ``fault_free_depth`` steps and phase 3 (if
     ``one_fault_depth`` is given) runs with at most one fault action up to
@@ -180,6 +184,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
     walks find (``walk_depth``) is shown a shortest fault-free one only by ``shortest``;
     otherwise its bound says what the searches ruled out."""
     n1 = _covered(res)
+    breaks = f"breaks {target}" if target else "breaks an invariant"
     if res.exhausted:
         bound1 = f"every reachable state ({res.states:,} states, depth {res.depth})"
     elif res.cut:
@@ -191,7 +196,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
         steps = len(res.violation.trace) - 1
         return _results(system, "bmc", bound1, res.seconds, res.violation, opts, variants,
                         f"trace of {steps} steps, a shortest run: no run of <= {n1} steps "
-                        f"breaks an invariant ({res.states:,} states)")
+                        f"{breaks} ({res.states:,} states)")
     if res.exhausted:
         return _proved(_results(system, "bmc", bound1, res.seconds, None, opts, variants))
 
@@ -213,7 +218,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
                 opts.progress(f"bmc {label} depth {level}: {states} states")
 
         ph = _Limited(bounded_search(system, depth=depth, max_states=budget, variants=variants,
-                                     max_faults=faults, progress=tick),
+                                     max_faults=faults, target=target, progress=tick),
                       faults, budget_name)
         seconds += ph.res.seconds
         bounds.append(ph.bound())
@@ -223,13 +228,13 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
             steps = len(ph.res.violation.trace) - 1
             if ph.every:
                 shortest = (f"trace of {steps} steps, a shortest run: no run of <= {n} steps "
-                            f"breaks an invariant ({ph.res.states:,} states; {ph.past_limit} "
+                            f"{breaks} ({ph.res.states:,} states; {ph.past_limit} "
                             f"is enabled within them)")
             else:
                 # a fault-free phase's clause says more only where it went deeper
                 earlier = [c for c, k, lim in ruled_out if lim is None or k > n]
                 shortest = (f"trace of {steps} steps, a shortest {ph.run}: "
-                            f"{_join(earlier + [ph.clause()])} breaks an invariant")
+                            f"{_join(earlier + [ph.clause()])} {breaks}")
             return _results(system, "bmc", bound, seconds, ph.res.violation, opts, variants,
                             shortest)
         if ph.res.exhausted and ph.every:
@@ -299,6 +304,10 @@ def run_method(protocol: str, method: str, values: dict[str, Any],
     """Run one method of ``protocol``'s checks on a configuration."""
     checks = CHECKS[protocol]
     system = protocols.load(protocol).build(values, variants)
+    if opts.profile is not None and method in ("explore", "bmc"):
+        rows = (run_explore(system, variants, opts) if method == "explore"
+                else run_each_bmc(system, variants, opts))
+        return [_with_needs(r, protocol, values, variants, opts.profile) for r in rows]
     if method == "explore":
         return run_explore(system, variants, opts)
     if method == "bmc":
@@ -313,3 +322,48 @@ def run_method(protocol: str, method: str, values: dict[str, Any],
                             trace_dir=opts.trace_dir)
     raise MethodUnavailable(f"unknown method {method!r}")
 
+
+def run_each_bmc(system: System, variants: Sequence[str], opts: Options) -> list[Result]:
+    """bmc once per invariant, each search after a shortest violation of that invariant alone:
+    a state where another invariant broke is a dead end, so each row says whether the
+    configuration keeps its invariant in every run that keeps the others up to then."""
+    checks = CHECKS[system.protocol]
+    out = []
+    for inv in system.invariants:
+        if opts.progress:
+            opts.progress(f"bmc for {inv.name}")
+        out += [r for r in run_bmc(system, variants, opts, checks.bmc_depth,
+                                   checks.bmc_fault_free_depth, checks.bmc_one_fault_depth,
+                                   target=inv.name)
+                if r.invariant == inv.name]
+    return out
+
+
+def _with_needs(row: Result, protocol: str, values: dict[str, Any], variants: Sequence[str],
+                profile: Profile) -> Result:
+    """A violation found under a profile, its detail ending with the variants its trace needs
+    and where the profiled implementation does each."""
+    if row.verdict != "violated" or row.trace is None:
+        return row
+    needs = [f"{v} ({profile.source(v)})" if v in profile.variants else v
+             for v in needed_variants(protocol, values, variants, Path(row.trace), row.invariant)]
+    return replace(row, detail=f"{row.detail}; needs {'; '.join(needs) or 'no variant'}")
+
+
+def needed_variants(protocol: str, values: dict[str, Any], variants: Sequence[str],
+                    trace_path: Path, invariant: str) -> list[str]:
+    """The variants a saved counterexample needs: dropping any one of them, its moves no
+    longer replay to a violation of ``invariant``."""
+    _, moves = read_moves(trace_path)
+    need = []
+    for v in variants:
+        rest = [w for w in variants if w != v]
+        try:
+            replay(protocols.load(protocol).build(values, rest), moves, rest)
+        except InvariantViolation as e:
+            if e.invariant == invariant:
+                continue
+        except ValueError:
+            pass
+        need.append(v)
+    return need

@@ -42,7 +42,13 @@ from verbspec.spec.itf import (
     state_body,
 )
 from verbspec.spec.lts import InvariantViolation, Trace, replay
-from verbspec.spec.params import ParamError, check_variants, describe, parse_assignments
+from verbspec.spec.params import (
+    ParamError,
+    Profile,
+    check_variants,
+    describe,
+    parse_assignments,
+)
 
 PROTOCOLS = tuple(protocols.MODULES)
 DEFAULTS = Options()     # every check option's default, kept with the checkers
@@ -115,6 +121,8 @@ def _parser() -> Parser:
 
     _check_parser(add("check", "prove, bounded-check or explore the protocols' invariants"))
     for name, text in (("variants", "list the named protocol variants"),
+                       ("profiles", "list the named profiles: implementations as written, "
+                                    "each a set of variants"),
                        ("invariants", "list the named invariants")):
         q = add(name, text)
         q.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all",
@@ -150,6 +158,10 @@ def _check_parser(c: Parser) -> None:
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--variant", action="append", default=[], metavar="NAME",
                    help="check a named variant (repeatable; see 'verbspec variants')")
+    c.add_argument("--profile", default=None, metavar="NAME",
+                   help="check a named implementation as written: its variants together "
+                        "(see 'verbspec profiles'); bmc then looks for a shortest violation "
+                        "of each invariant on its own")
     c.add_argument("--examples", type=int, default=DEFAULTS.examples,
                    help="explore: Hypothesis examples")
     c.add_argument("--steps", type=int, default=DEFAULTS.steps, help="explore: steps per example")
@@ -336,8 +348,23 @@ def _check_budgets(args: argparse.Namespace) -> None:
         raise ParamError("--depth must be at least 1")
 
 
+def _profile(name: str, selected: Sequence[str]) -> tuple[str, Profile]:
+    """The protocol that has the named profile, and the profile."""
+    found = [(p, f) for p in selected for f in protocols.load(p).PROFILES if f.name == name]
+    if not found:
+        every = sorted(f.name for p in selected for f in protocols.load(p).PROFILES)
+        raise ParamError(f"unknown profile {name!r} (known: {', '.join(every) or 'none'})")
+    return found[0]
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     selected = _selected(args.protocol)
+    if args.profile is not None:
+        owner, profile = _profile(args.profile, selected)
+        selected = (owner,)
+        args.variant = [*profile.variants, *args.variant]
+    else:
+        profile = None
     params = _split_params(selected, args.param)
     variants = _route_variants(selected, args.variant)
     if args.variant and len(selected) > 1:
@@ -361,7 +388,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                        fault_free_max_states=args.fault_free_max_states,
                        one_fault_max_states=args.one_fault_max_states, walks=args.walks,
                        trace_dir=args.trace_dir, progress=progress.note,
-                       hypothesis_dir=args.hypothesis_dir)
+                       hypothesis_dir=args.hypothesis_dir,
+                       profile=profile)
         run = _run_checks(args.method, selected, values, variants, opts, progress)
         if run is None:
             return EXIT_INPUT
@@ -419,7 +447,7 @@ def _report(args: argparse.Namespace, results: list[Result], skipped: list[dict[
         shown_params: Any = values[selected[0]] if len(selected) == 1 else values
         print(json.dumps({"results": [r.as_json() for r in results], "params": shown_params,
                           "variants": {p: list(variants[p]) for p in selected},
-                          "skipped": skipped}, indent=1))
+                          "profile": args.profile, "skipped": skipped}, indent=1))
         return
     from verbspec.refimpl.progress import print_results
 
@@ -455,6 +483,14 @@ def cmd_variants(args: argparse.Namespace) -> int:
             for p in _selected(args.protocol) for v in protocols.load(p).VARIANTS]
     return _listing(args, rows, lambda r: f"{r['protocol']:9} {r['name']:26} changes: "
                                           f"{r['changes']}; breaks: {r['breaks']}")
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    rows = [{"protocol": p, "name": f.name, "describes": f.describes,
+             "variants": [{"name": v, "where": w} for v, w in f.members]}
+            for p in _selected(args.protocol) for f in protocols.load(p).PROFILES]
+    return _listing(args, rows, lambda r: f"{r['protocol']:9} {r['name']}: {r['describes']}\n"
+                    + "\n".join(f"{'':10}{v['name']:26} {v['where']}" for v in r["variants"]))
 
 
 def cmd_params(args: argparse.Namespace) -> int:
@@ -563,9 +599,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return trace_main(args)
 
 
-COMMANDS = {"check": cmd_check, "variants": cmd_variants, "params": cmd_params,
-            "invariants": cmd_invariants, "replay": cmd_replay, "match": cmd_match,
-            "regions": cmd_regions, "trace": cmd_trace}
+COMMANDS = {"check": cmd_check, "variants": cmd_variants, "profiles": cmd_profiles,
+            "params": cmd_params, "invariants": cmd_invariants, "replay": cmd_replay,
+            "match": cmd_match, "regions": cmd_regions, "trace": cmd_trace}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -91,6 +91,23 @@ class Variant:
         return self.name in variants
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A named set of variants that together are one real implementation as written: each
+    member is a variant and where that implementation does what the variant does."""
+
+    name: str
+    describes: str
+    members: tuple[tuple[str, str], ...]    # (variant name, where the implementation does it)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(v for v, _ in self.members)
+
+    def source(self, variant: str) -> str:
+        return dict(self.members)[variant]
+
+
 def check_variants(known: Sequence[Variant], names: Iterable[str]) -> tuple[str, ...]:
     table = {v.name for v in known}
     out = []

@@ -1,7 +1,8 @@
 """The registry of protocol specs the CLI and checkers know.
 
 Each module named here exposes ``PROTOCOL`` (its name), ``PARAMS`` (ParamSpec tuple),
-``VARIANTS`` (Variant tuple), ``INVARIANTS`` (names, in report order) and
+``VARIANTS`` (Variant tuple), ``PROFILES`` (Profile tuple: named sets of variants that are one
+implementation as written), ``INVARIANTS`` (names, in report order) and
 ``build(values, variants) -> System``. It may expose ``prove(values, variants, *, progress)``
 returning a list of proofs.report.Result for the ``prove`` method.
 """

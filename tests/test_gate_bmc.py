@@ -37,6 +37,9 @@ SHORTEST = {
 # least 148 steps (65 transmits and 65 deliveries, 18 steps of the two ranks' own), as the
 # induction of proofs/gate/bound.py shows
 WALKED = {"depth-mismatch": ("no_silent_drop", 148)}
+# variant -> (invariant, shortest trace length): needs a fault (a warm-up leftover), found by
+# the one-fault phase
+ONE_FAULT = {"untagged-in-big-window": ("watermark_sound", 17)}
 
 
 def bmc(capsys, *args: str) -> tuple[int, dict]:
@@ -45,7 +48,7 @@ def bmc(capsys, *args: str) -> tuple[int, dict]:
 
 
 def test_every_variant_is_accounted_for():
-    assert set(SHORTEST) | set(WALKED) == {v.name for v in VARIANTS}
+    assert set(SHORTEST) | set(WALKED) | set(ONE_FAULT) == {v.name for v in VARIANTS}
 
 
 @pytest.mark.parametrize("variant", list(SHORTEST))
@@ -325,3 +328,21 @@ def test_the_one_fault_phase_reports_its_bound_and_budget(tmp_path):
     none = run_bmc(system, ("tag-every-chunk",), Options(depth=8, trace_dir=tmp_path), 14,
                    fault_free_depth=12, one_fault_depth=8)
     assert all("one fault" not in r.bound for r in none)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(ONE_FAULT))
+def test_bmc_refutes_a_variant_that_needs_a_fault_with_a_shortest_one_fault_run(
+        variant, tmp_path, capsys):
+    invariant, length = ONE_FAULT[variant]
+    assert invariant in next(v.breaks for v in VARIANTS if v.name == variant)
+    code, out = bmc(capsys, "--variant", variant, "--trace-dir", str(tmp_path))
+    assert code == 1
+    (bad,) = [r for r in out["results"] if r["verdict"] == "violated"]
+    assert bad["invariant"] == invariant
+    assert bad["bound"].startswith(f"trace of {length} steps, a shortest run with at most one "
+                                   f"fault: no run of any kind of <= {BMC_DEPTH} steps (")
+    assert f"no run with at most one fault of <= {length - 1} steps (" in bad["bound"]
+    _, moves = read_moves(bad["trace"])
+    assert len(moves) == length and sum(m == "stray_completion" for m, _ in moves) == 1
+    assert main(["replay", bad["trace"]]) == 1

@@ -21,6 +21,7 @@ BREAKS = {
     "no-seq-check": {"chunk_alignment", "watermark_sound", "gate_order"},
     "depth-mismatch": {"no_silent_drop", "no_deadlock"},
     "drain-without-rendezvous": {"no_silent_drop", "no_deadlock", "watermark_sound"},
+    "untagged-in-big-window": {"watermark_sound"},
 }
 
 

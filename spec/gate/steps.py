@@ -65,6 +65,7 @@ from verbspec.spec.gate.variants import (
     STRAY_SEND_COMPLETION,
     STRAY_WARM_RECEIVE,
     TAG_EVERY_CHUNK,
+    UNTAGGED_IN_BIG_WINDOW,
 )
 from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpItem
 from verbspec.spec.lts import Action
@@ -310,12 +311,17 @@ class GateSpec:
                     elif rk.phase == BIG_XFER:
                         rk = evolve(rk, big_send_done=rk.big_send_done + 1)
                 continue
-            if c.wr_id & TAG_WARM and not STRAY_WARM_RECEIVE.on(self.v):
+            if c.wr_id & TAG_WARM and not (
+                    STRAY_WARM_RECEIVE.on(self.v)
+                    or rk.phase == BIG_XFER and UNTAGGED_IN_BIG_WINDOW.on(self.v)):
                 continue
             if rk.phase == BIG_XFER:
                 # ds4's order: the tag, then the index (range, duplicate), then the length
                 idx = c.wr_id & ~TAG_MASK
                 untagged = not c.wr_id & TAG_BULK
+                if untagged and UNTAGGED_IN_BIG_WINDOW.on(self.v):
+                    rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
+                    continue
                 invalid = idx >= rk.big_win or idx in rk.big_recvd
                 if untagged or invalid or c.byte_len != self.cfg.max_msg:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
@@ -645,7 +651,8 @@ class GateSpec:
         kinds = []
         if self.cfg.faults or STRAY_SEND_COMPLETION.on(self.v):
             kinds.append("send")
-        if self.cfg.faults or STRAY_WARM_RECEIVE.on(self.v):
+        if (self.cfg.faults or STRAY_WARM_RECEIVE.on(self.v)
+                or UNTAGGED_IN_BIG_WINDOW.on(self.v)):
             kinds.append("recv")
         for r in (0, 1):
             rk = s.ranks[r]

@@ -24,7 +24,7 @@ from verbspec.spec.gate.state import (
     Rank,
 )
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.gate.variants import VARIANTS
+from verbspec.spec.gate.variants import PROFILES, VARIANTS
 from verbspec.spec.lts import Invariant
 from verbspec.spec.params import check_values, check_variants
 
@@ -175,5 +175,5 @@ def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem
     return GateSystem(cfg, check_variants(VARIANTS, variants))
 
 
-__all__ = ["PARAMS", "VARIANTS", "INVARIANTS", "INVARIANT_DOCS", "PROTOCOL", "GateSystem",
-           "build"]
+__all__ = ["PARAMS", "PROFILES", "VARIANTS", "INVARIANTS", "INVARIANT_DOCS", "PROTOCOL",
+           "GateSystem", "build"]

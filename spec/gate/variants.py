@@ -3,7 +3,7 @@ weakness, with what it changes and which invariant it breaks."""
 
 from __future__ import annotations
 
-from verbspec.spec.params import Variant
+from verbspec.spec.params import Profile, Variant
 
 NO_BARRIER = Variant(
     "no-barrier",
@@ -57,6 +57,13 @@ DRAIN_WITHOUT_RENDEZVOUS = Variant(
     "arrival (raising recv_done past what landed), and the peer's drain never counts "
     "its window")
 
+UNTAGGED_IN_BIG_WINDOW = Variant(
+    "untagged-in-big-window",
+    "in a big-gate window a receive completion without the BULK tag, a warm-up leftover's "
+    "included, raises recv_done to its wr_id instead of failing the window",
+    "watermark_sound: a warm-up leftover (wr_id 1<<62) reaped in a big-gate window lifts "
+    "recv_done to 2^62, past every gate that landed")
+
 VARIANTS: tuple[Variant, ...] = (
     NO_BARRIER,
     TAG_EVERY_CHUNK,
@@ -66,4 +73,24 @@ VARIANTS: tuple[Variant, ...] = (
     NO_SEQ_CHECK,
     DEPTH_MISMATCH,
     DRAIN_WITHOUT_RENDEZVOUS,
+    UNTAGGED_IN_BIG_WINDOW,
 )
+
+DS4_V14 = Profile(
+    "ds4-v14",
+    "ds4's ds4_tp.c as written (zzyu17/ds4 at 1c45969, protocol v14): where the spec is "
+    "stricter than ds4 and the difference is a variant, the variant",
+    (
+        (NO_SEQ_CHECK.name, "tp_rdma_gate_exchange, ds4_tp.c 1528: only the slot is checked"),
+        (STRAY_WARM_RECEIVE.name,
+         "tp_rdma_drain_cq, ds4_tp.c 1328-1330: every receive raises recv_done"),
+        (STRAY_SEND_COMPLETION.name,
+         "tp_rdma_drain_cq, ds4_tp.c 1331-1333: every send decrements send_outstanding"),
+        (DEPTH_MISMATCH.name,
+         "tp_rdma_big_gate_exchange, ds4_tp.c 1750: each rank windows by its own depth"),
+        (UNTAGGED_IN_BIG_WINDOW.name,
+         "tp_rdma_big_gate_exchange, ds4_tp.c 1852-1858: untagged completions are decode "
+         "traffic"),
+    ))
+
+PROFILES: tuple[Profile, ...] = (DS4_V14,)

@@ -30,7 +30,7 @@ from typing import Any
 
 from verbspec.spec import fabric as fab
 from verbspec.spec.actions import action, bind
-from verbspec.spec.params import ParamSpec, check_values, check_variants
+from verbspec.spec.params import ParamSpec, Profile, check_values, check_variants
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
 from verbspec.spec.tagmatch.invariants import INVARIANTS, invariants
@@ -64,6 +64,7 @@ from verbspec.spec.tagmatch.variants import (
 from verbspec.spec.values import evolve, set_item
 
 PROTOCOL = "tagmatch"
+PROFILES: tuple[Profile, ...] = ()     # no implementation of tag matching is profiled yet
 
 # The fabric's CQs: a step polls each completion it causes, so two never wait at once.
 CQ_DEPTH = 2
@@ -387,4 +388,4 @@ def build(values: Mapping[str, Any] | None = None, variants: Iterable[str] = ()
 
 
 # the protocol module's interface (spec/protocols.py)
-__all__ = ["PROTOCOL", "PARAMS", "VARIANTS", "INVARIANTS", "TagMatchSystem", "build"]
+__all__ = ["PROTOCOL", "PARAMS", "PROFILES", "VARIANTS", "INVARIANTS", "TagMatchSystem", "build"]
