@@ -363,6 +363,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         owner, profile = _profile(args.profile, selected)
         selected = (owner,)
         args.variant = [*profile.variants, *args.variant]
+        args.param = [*profile.params, *args.param]
     else:
         profile = None
     params = _split_params(selected, args.param)
@@ -487,10 +488,12 @@ def cmd_variants(args: argparse.Namespace) -> int:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     rows = [{"protocol": p, "name": f.name, "describes": f.describes,
-             "variants": [{"name": v, "where": w} for v, w in f.members]}
+             "variants": [{"name": v, "where": w} for v, w in f.members],
+             "params": list(f.params)}
             for p in _selected(args.protocol) for f in protocols.load(p).PROFILES]
     return _listing(args, rows, lambda r: f"{r['protocol']:9} {r['name']}: {r['describes']}\n"
-                    + "\n".join(f"{'':10}{v['name']:26} {v['where']}" for v in r["variants"]))
+                    + "\n".join(f"{'':10}{v['name']:26} {v['where']}" for v in r["variants"])
+                    + "".join(f"\n{'':10}--param {a}" for a in r["params"]))
 
 
 def cmd_params(args: argparse.Namespace) -> int:

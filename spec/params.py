@@ -99,6 +99,9 @@ class Profile:
     name: str
     describes: str
     members: tuple[tuple[str, str], ...]    # (variant name, where the implementation does it)
+    # NAME=VALUE for the parameters where the implementation's own value is not the default;
+    # a --param given with the profile overrides them
+    params: tuple[str, ...] = ()
 
     @property
     def variants(self) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ def test_ds4_v14_reports_each_invariant_with_the_variant_each_trace_needs(tmp_pa
     assert code == 1
     assert doc["profile"] == "ds4-v14"
     assert doc["variants"] == {"gate": list(PROFILES[0].variants)}
+    assert doc["params"]["cq_depth"] == 512           # ds4's CQ, the profile's parameter
     rows = {r["invariant"]: r for r in doc["results"]}
     assert list(rows) == list(INVARIANTS)
     violated = {n for n, r in rows.items() if r["verdict"] == "violated"}
@@ -65,9 +66,10 @@ def test_ds4_v14_reports_each_invariant_with_the_variant_each_trace_needs(tmp_pa
 
 def test_other_methods_run_the_profile_as_its_variants(tmp_path, capsys):
     code = main(["check", "--profile", "ds4-v14", "--method", "explore", "--json", "--quiet",
-                 "--examples", "50", "--trace-dir", str(tmp_path)])
+                 "--examples", "50", "--trace-dir", str(tmp_path), "--param", "cq_depth=600"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1
+    assert doc["params"]["cq_depth"] == 600           # a --param overrides the profile's
     (bad,) = [r for r in doc["results"] if r["verdict"] == "violated"]
     # exploration stops at its first violation: one a variant the trace needs says it breaks
     prof = PROFILES[0]
@@ -93,3 +95,6 @@ def test_profiles_lists_each_member_with_where_the_implementation_does_it(capsys
     assert row["name"] == "ds4-v14" and row["protocol"] == "gate"
     assert [v["name"] for v in row["variants"]] == list(PROFILES[0].variants)
     assert all("ds4_tp.c" in v["where"] for v in row["variants"])
+    assert row["params"] == ["cq_depth=512"]
+    assert main(["profiles"]) == 0
+    assert "--param cq_depth=512" in capsys.readouterr().out
