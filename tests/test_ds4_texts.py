@@ -192,8 +192,9 @@ SCENARIOS: dict[str, Scenario] = {
     "BIG_UNTAGGED": lambda g: [_big_receive(g, 3, 16384),
                                error_of(build({}, ["stray-warm-receive"]), *BIG_XFER,
                                         ("stray_completion", 0, "recv"), ("reap", 0))],
-    "BIG_INVALID": lambda g: [_big_receive(g, TAG_BULK | 5, 16384)],
-    "BIG_LENGTH": lambda g: [_big_receive(g, TAG_BULK | 0, 100)],
+    "BIG_INVALID": lambda g: [_big_receive(g, TAG_BULK | 6, 16384),
+                              _big_receive(g, TAG_BULK | 0, 16384)],
+    "BIG_LENGTH": lambda g: [_big_receive(g, TAG_BULK | 1, 100)],
     "BIG_PEER": lambda g: [error_of(g, *BIG_XFER, ("crash", 1), ("peer_gone", 0))],
     "BIG_TIMEOUT": lambda g: [error_of(g, *BIG_XFER, ("big_send", 0), ("timeout", 0))],
 }
@@ -215,7 +216,8 @@ EXPECTED = {
     "BIG_COMPLETION": ["big gate completion error: wc status 12"],
     "BIG_UNTAGGED": [f"verbspec safety rule: receive completion wr_id {wr_id} without the BULK "
                      f"tag in a big gate window" for wr_id in (3, TAG_WARM)],
-    "BIG_INVALID": [f"duplicate or invalid big gate completion {TAG_BULK | 5}"],
+    "BIG_INVALID": [f"duplicate or invalid big gate completion {TAG_BULK | 6}",
+                    f"duplicate or invalid big gate completion {TAG_BULK | 0}"],
     "BIG_LENGTH": ["big gate chunk 0 received 100 bytes, expected 16384"],
     "BIG_TIMEOUT": ["timeout in big gate window (0/1 recvs, 0/1 sends, 1 sent)"],
 }

@@ -81,8 +81,8 @@ def test_drain_then_big_gate_then_rearm():
              ("big_header_read", 0), ("big_header_read", 1), ("drain_post", 0), ("drain_post", 1)]
     t = run(sys_, *steps)
     dummies = t.steps[-2].obs.sends
-    assert len(dummies) == 32 and dummies[0].wr_id == TAG_BULK | 0 and dummies[-1].wr_id == (
-        TAG_BULK | 31)
+    assert len(dummies) == 32 and dummies[0].wr_id == TAG_BULK | 1 and dummies[-1].wr_id == (
+        TAG_BULK | 32)
     # drive the fabric and reaping until both drains finish
     t = _drive(sys_, t, stop=lambda s: all(
         not r.window_active and r.phase not in ("drain_wait", "drain_post") for r in s.ranks))

@@ -316,13 +316,14 @@ class GateSpec:
                     or rk.phase == BIG_XFER and UNTAGGED_IN_BIG_WINDOW.on(self.v)):
                 continue
             if rk.phase == BIG_XFER:
-                # ds4's order: the tag, then the index (range, duplicate), then the length
-                idx = c.wr_id & ~TAG_MASK
+                # ds4's order: the tag, then the index (range, duplicate), then the length;
+                # BULK indices are 1-based (a 0 index wraps to an invalid one in ds4)
+                idx = (c.wr_id & ~TAG_MASK) - 1
                 untagged = not c.wr_id & TAG_BULK
                 if untagged and UNTAGGED_IN_BIG_WINDOW.on(self.v):
                     rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
                     continue
-                invalid = idx >= rk.big_win or idx in rk.big_recvd
+                invalid = not 0 <= idx < rk.big_win or idx in rk.big_recvd
                 if untagged or invalid or c.byte_len != self.cfg.max_msg:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     if untagged:
@@ -433,11 +434,11 @@ class GateSpec:
 
     @action("rank", guard=en_drain_post)
     def do_drain_post(self, s: GateState, r: int):
-        """Post window*chunks signaled dummy sends (BULK|i); each consumes one of the peer's
-        outstanding lookahead receives."""
+        """Post window*chunks signaled dummy sends (BULK|i, 1-based as in ds4); each consumes
+        one of the peer's outstanding lookahead receives."""
         rk = s.ranks[r]
         n = self.cfg.window * self.chunks
-        wrs = tuple(SendWR(TAG_BULK | i, "none", 0, 0, 0, True,
+        wrs = tuple(SendWR(TAG_BULK | (i + 1), "none", 0, 0, 0, True,
                            Payload("dummy", r, rk.sent_seq, i)) for i in range(n))
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, send_outstanding=rk.send_outstanding + n, drain_recvs=0,
@@ -481,7 +482,7 @@ class GateSpec:
         """Post the next chain (at most chain_max) of the window's staging receives."""
         c, rk = self.cfg, s.ranks[r]
         n = min(c.chain_max, rk.big_win - rk.big_posted)
-        wrs = tuple(RecvWR(TAG_BULK | i, "stage", i, 0, c.max_msg,
+        wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg,
                            Payload("big", 1 - r, rk.big_base + i, rk.big_no))
                     for i in range(rk.big_posted, rk.big_posted + n))
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
@@ -535,7 +536,7 @@ class GateSpec:
                 s = self._ghost(s, clobbered=f"rank {r} restaged staging slot {i} while an "
                                              f"earlier send still reads it")
                 break
-        wrs = tuple(SendWR(TAG_BULK | i, "stage", i, 0, c.max_msg, True,
+        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg, True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, big_sent=rk.big_sent + n, send_outstanding=rk.send_outstanding + n)
