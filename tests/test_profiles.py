@@ -11,7 +11,8 @@ import pytest
 from verbspec.proofs.traces import read_moves
 from verbspec.refimpl.cli import main
 from verbspec.spec import protocols
-from verbspec.spec.gate.system import INVARIANTS, PROFILES, VARIANTS
+from verbspec.spec.gate.system import INVARIANTS, PROFILES, VARIANTS, build
+from verbspec.spec.lts import InvariantViolation, replay
 
 # small budgets: the findings are shallow; what holds is reported to the bound searched
 SMALL = ("--depth", "12", "--fault-free-max-states", "3000", "--one-fault-max-states", "3000")
@@ -56,9 +57,18 @@ def test_ds4_v14_reports_each_invariant_with_the_variant_each_trace_needs(tmp_pa
         assert meta["variants"] == PROFILES[0].variants
         # the variant it needs is the one that breaks this invariant
         assert inv in next(v.breaks for v in VARIANTS if v.name == needs)
-        # without that variant the same moves do not reach the violation
         assert main(["replay", r["trace"]]) == 1
         capsys.readouterr()
+        # without that variant the same moves do not reach the violation
+        rest = [v for v in PROFILES[0].variants if v != needs]
+        try:
+            replay(build(meta["params"], rest), moves, rest)
+            reached = None
+        except InvariantViolation as e:
+            reached = e.invariant
+        except ValueError:      # a move the spec without the variant does not enable
+            reached = None
+        assert reached != inv
     for inv in set(rows) - violated:
         assert rows[inv]["verdict"] == "held"
         assert rows[inv]["bound"].startswith("all runs of <= 12 steps (")
