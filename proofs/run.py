@@ -304,23 +304,25 @@ def run_method(protocol: str, method: str, values: dict[str, Any],
     """Run one method of ``protocol``'s checks on a configuration."""
     checks = CHECKS[protocol]
     system = protocols.load(protocol).build(values, variants)
-    if opts.profile is not None and method in ("explore", "bmc"):
-        rows = (run_explore(system, variants, opts) if method == "explore"
-                else run_each_bmc(system, variants, opts))
-        return [_with_needs(r, protocol, values, variants, opts.profile) for r in rows]
     if method == "explore":
-        return run_explore(system, variants, opts)
-    if method == "bmc":
-        return run_bmc(system, variants, opts, checks.bmc_depth, checks.bmc_fault_free_depth,
+        rows = run_explore(system, variants, opts)
+    elif method == "bmc" and opts.profile is not None:
+        rows = run_each_bmc(system, variants, opts)
+    elif method == "bmc":
+        rows = run_bmc(system, variants, opts, checks.bmc_depth, checks.bmc_fault_free_depth,
                        checks.bmc_one_fault_depth, checks.bmc_walk_depth,
                        _shortest_proof(checks, values, variants))
-    if method == "prove":
+    elif method == "prove":
         if checks.prove is None:
             raise MethodUnavailable(f"method prove is not available for protocol "
                                     f"{protocol} yet")
         return checks.prove(values, variants, progress=opts.progress,
                             trace_dir=opts.trace_dir)
-    raise MethodUnavailable(f"unknown method {method!r}")
+    else:
+        raise MethodUnavailable(f"unknown method {method!r}")
+    if opts.profile is None:
+        return rows
+    return [_with_needs(r, protocol, values, variants, opts.profile) for r in rows]
 
 
 def run_each_bmc(system: System, variants: Sequence[str], opts: Options) -> list[Result]:

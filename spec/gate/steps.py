@@ -313,7 +313,7 @@ class GateSpec:
                 continue
             if c.wr_id & TAG_WARM and not (
                     STRAY_WARM_RECEIVE.on(self.v)
-                    or rk.phase == BIG_XFER and UNTAGGED_IN_BIG_WINDOW.on(self.v)):
+                    or (rk.phase == BIG_XFER and UNTAGGED_IN_BIG_WINDOW.on(self.v))):
                 continue
             if rk.phase == BIG_XFER:
                 # ds4's order: the tag, then the index (range, duplicate), then the length;
