@@ -8,6 +8,7 @@ proofs/shrink.py and the reduced run's trace is returned.
 
 from __future__ import annotations
 
+import random
 import tempfile
 import time
 from collections import Counter
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings, target
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -36,6 +37,7 @@ class ExploreStats:
     steps: int = 0
     max_depth: int = 0
     actions: Counter[str] = field(default_factory=Counter)   # steps taken, per action
+    reached: dict[str, int] = field(default_factory=dict)    # deepest value of each measure
 
 
 @dataclass(frozen=True)
@@ -53,13 +55,21 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
                 progress: Callable[[ExploreStats], None] | None = None):
     """A RuleBasedStateMachine that runs the system's actions.
 
-    Each step draws an action among those whose guard holds, then its arguments among the
-    enabled ones. (Hypothesis's own per-rule selection with swarm flags would end most runs
-    early: a protocol state usually enables only two or three actions.) Fault actions follow a
-    swarm of our own: each example first draws which fault actions it allows, so shrinking
-    removes faults a counterexample does not need.
+    Each step draws one of the enabled (action, arguments) pairs. (Hypothesis's own per-rule
+    selection with swarm flags would end most runs early: a protocol state usually enables
+    only two or three actions.) Fault actions follow a swarm of our own: each example first
+    draws which fault actions it allows, so shrinking removes faults a counterexample does not
+    need.
+
+    A system may steer runs toward its protocol's depth with two optional attributes:
+    ``weights`` (action name -> the weights an example may give it; each example draws one,
+    and each step then draws an action by weight, its arguments evenly; weight 0 is taken
+    only when nothing else is enabled) and ``depth(state)`` (measure name -> value; each
+    example's deepest value is a Hypothesis target and is reported).
     """
     fault_names = sorted(a.name for a in system.actions if a.fault)
+    weights: dict[str, tuple[int, ...]] = dict(getattr(system, "weights", {}))
+    depth = getattr(system, "depth", None)
 
     class Machine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -69,11 +79,20 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
                 progress(stats)
             self.trace = start_trace(system, variants)
             self.allowed: frozenset[str] = frozenset()
+            self.weight: dict[str, int] = {}
+            self.rng = random.Random(0)
+            self.deepest: dict[str, int] = {}
 
         @initialize(faults=st.lists(st.sampled_from(fault_names), unique=True)
-                    if fault_names else st.just([]))
-        def choose_faults(self, faults: list[str]) -> None:
+                    if fault_names else st.just([]),
+                    weight=st.fixed_dictionaries({a: st.sampled_from(w)
+                                                  for a, w in sorted(weights.items())}),
+                    rng=st.randoms(use_true_random=True))
+        def choose_swarm(self, faults: list[str], weight: dict[str, int],
+                         rng: random.Random) -> None:
             self.allowed = frozenset(faults)
+            self.weight = weight
+            self.rng = rng
 
         def moves(self) -> list[tuple[Action, tuple]]:
             state = self.trace.steps[-1].state
@@ -89,13 +108,32 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
             moves = self.moves()
             if not moves:
                 return
+            if self.weight:
+                moves = self.weighted(moves)
             act, args = moves[0] if len(moves) == 1 else data.draw(st.sampled_from(moves))
             stats.steps += 1
             stats.actions[act.name] += 1
             run_step(system, self.trace, act, args)
+            if depth is not None:
+                for k, v in depth(self.trace.steps[-1].state).items():
+                    self.deepest[k] = max(self.deepest.get(k, 0), v)
+
+        def weighted(self, moves: list[tuple[Action, tuple]]) -> list[tuple[Action, tuple]]:
+            """The moves of one action, drawn by this example's weights."""
+            names = list(dict.fromkeys(a.name for a, _ in moves))
+            w = [self.weight.get(n, 1) for n in names]
+            if not any(w):
+                w = [1] * len(names)
+            # drawn from the example's own generator: Hypothesis draws numbers biased toward
+            # small and boundary values, which would all but always pick the first action
+            name = self.rng.choices(names, weights=w)[0] if len(names) > 1 else names[0]
+            return [(a, x) for a, x in moves if a.name == name]
 
         def teardown(self) -> None:
             stats.max_depth = max(stats.max_depth, len(self.trace) - 1)
+            for k, v in self.deepest.items():
+                target(float(v), label=k)
+                stats.reached[k] = max(stats.reached.get(k, 0), v)
 
     Machine.__name__ = f"{system.protocol.title()}Machine"
     return Machine
@@ -142,7 +180,8 @@ def _explore(system: System, examples: int, steps: int, seed: int | None,
         database=None,
         derandomize=seed is None,
         suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate],     # proofs/shrink.py reduces what this finds
+        # proofs/shrink.py reduces what this finds; targeting drives runs deeper
+        phases=[Phase.generate, Phase.target],
         print_blob=False,
         verbosity=Verbosity.quiet,
         report_multiple_bugs=False,

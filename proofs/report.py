@@ -13,6 +13,10 @@ from typing import Any
 # internal error (a bug in verbspec, never a verdict about the protocol)
 EXIT_OK, EXIT_VIOLATION, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
+# the violation a trace records where a protocol's separate model and its executable spec part
+# ways (the model does not take a spec step, or judges a property otherwise)
+DIVERGENCE = "model_refines_spec"
+
 # verdicts, and the exit code each forces (the worst one wins)
 VERDICT_EXIT = {
     "proved": EXIT_OK,
@@ -34,6 +38,8 @@ class Result:
     seconds: float
     trace: str | None = None    # path of the counterexample trace, if one was written
     detail: str | None = None   # the violation message, or the CTI, or notes
+    # what the run reached (explore: steps per action, the protocol's depth measures)
+    coverage: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -57,7 +57,8 @@ class MethodUnavailable(Exception):
 
 def _results(system: System, method: str, bound: str, seconds: float,
              violation: InvariantViolation | None, opts: Options,
-             variants: Sequence[str], violated_bound: str | None = None) -> list[Result]:
+             variants: Sequence[str], violated_bound: str | None = None,
+             coverage: dict[str, Any] | None = None) -> list[Result]:
     out = []
     path = None
     if violation is not None:
@@ -66,10 +67,10 @@ def _results(system: System, method: str, bound: str, seconds: float,
         if violation is not None and inv.name == violation.invariant:
             out.append(Result(inv.name, system.protocol, method, "violated",
                               violated_bound or f"trace of {len(violation.trace) - 1} steps",
-                              seconds, str(path),
-                              violation.message))
+                              seconds, str(path), violation.message, coverage))
         else:
-            out.append(Result(inv.name, system.protocol, method, "held", bound, seconds))
+            out.append(Result(inv.name, system.protocol, method, "held", bound, seconds,
+                              coverage=coverage))
     return out
 
 
@@ -81,9 +82,12 @@ def run_explore(system: System, variants: Sequence[str], opts: Options) -> list[
     res = explore(system, examples=opts.examples, steps=opts.steps, seed=opts.seed,
                   variants=variants, storage=opts.hypothesis_dir, progress=tick)
     st = res.stats
-    bound = (f"{st.examples} examples, {st.steps} steps, depth <= {st.max_depth} "
+    reached = "".join(f", {k.replace('_', ' ')} <= {v}" for k, v in st.reached.items())
+    bound = (f"{st.examples} examples, {st.steps} steps, depth <= {st.max_depth}{reached} "
              f"({st.steps / max(res.seconds, 1e-9):.0f} steps/s)")
-    return _results(system, "explore", bound, res.seconds, res.violation, opts, variants)
+    coverage = {"actions": dict(sorted(st.actions.items())), "reached": dict(st.reached)}
+    return _results(system, "explore", bound, res.seconds, res.violation, opts, variants,
+                    coverage=coverage)
 
 
 def run_bmc(system: System, variants: Sequence[str], opts: Options, default_depth: int,

@@ -23,6 +23,7 @@ from typing import Any
 
 from verbspec.proofs.protocols import CHECKS
 from verbspec.proofs.report import (
+    DIVERGENCE,
     EXIT_INPUT,
     EXIT_INTERNAL,
     EXIT_OK,
@@ -522,13 +523,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     system = protocols.load(proto).build(meta.get("params", {}), variants)
     t0 = time.perf_counter()
     violation = None
+    said = meta.get("violation")
     try:
         trace = replay(system, moves, variants)
     except ValueError as e:
         raise TraceFormatError(f"{args.file}: {e}") from None
     except InvariantViolation as e:
         trace, violation = e.trace, e
-    problem = disagreement(trace, recorded, meta.get("violation"), violation)
+    if said == DIVERGENCE and proto == "gate":
+        return _replay_divergence(trace, recorded, violation)
+    problem = disagreement(trace, recorded, said, violation)
     if problem is not None:
         print(f"replay disagrees with the trace: {problem}")
         return EXIT_VIOLATION
@@ -539,6 +543,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"replayed {len(trace) - 1} steps in {time.perf_counter() - t0:.3f}s: "
           f"every invariant held")
     return EXIT_OK
+
+
+def _replay_divergence(trace: Trace, recorded: list[dict[str, Any]],
+                       violation: InvariantViolation | None) -> int:
+    """A trace where the gate model and the spec parted ways: the spec's states replayed,
+    then every step checked against the model as it is now."""
+    from verbspec.proofs.gate.refinement import first_divergence
+
+    problem = disagreement(trace, recorded, None, violation)
+    if problem is not None:
+        print(f"replay disagrees with the trace: {problem}")
+        return EXIT_VIOLATION
+    found = first_divergence(trace)
+    if found is None:
+        print(f"replay disagrees with the trace: it records the model diverging from the "
+              f"spec at step {len(trace) - 1}; the model now takes every step")
+        return EXIT_VIOLATION
+    step, what = found
+    print(f"replayed {len(trace) - 1} steps: the z3 model diverges from the spec at step "
+          f"{step}: {what}")
+    return EXIT_VIOLATION
 
 
 def disagreement(trace: Trace, recorded: list[dict[str, Any]], said: str | None,

@@ -14,28 +14,41 @@ from typing import Any
 
 from verbspec.spec.params import ParamError, ParamSpec
 
+# Upper bounds, so that no value makes a check run away: the largest RDMA message (2^31 bytes);
+# the deepest queue and CQ of the devices targeted (mlx5: 32768 work requests, 2^22 CQ
+# entries; rxe allows less); slab slots in 16 bits; a gate's seq below the wr_id tag bits.
+MAX_MESSAGE = 2**31
+MAX_QUEUE = 2**15
+MAX_CQ = 2**22
+MAX_SLOTS = 2**16
+MAX_SEQ = 2**61 - 1
+
 PARAMS: tuple[ParamSpec, ...] = (
-    ParamSpec("vec_bytes", int, 24576, "bytes of one gate vector", lo=1),
+    ParamSpec("vec_bytes", int, 24576, "bytes of one gate vector", lo=1, hi=2 * MAX_MESSAGE),
     ParamSpec("max_msg", int, 16384, "driver message cap; a vector rides as ceil(vec/max) chunks",
-              lo=1),
-    ParamSpec("window", int, 16, "gates of receive lookahead", lo=1),
-    ParamSpec("gates_per_token", int, 86, "gates per token (0: cycle through n_slots)", lo=0),
-    ParamSpec("n_slots", int, 86, "slots in the registered slab", lo=1),
-    ParamSpec("slot_start", int, 0, "identity schedule: first slot", lo=0),
-    ParamSpec("slot_step", int, 1, "identity schedule: slot stride", lo=0),
+              lo=1, hi=MAX_MESSAGE),
+    ParamSpec("window", int, 16, "gates of receive lookahead", lo=1, hi=MAX_QUEUE),
+    ParamSpec("gates_per_token", int, 86, "gates per token (0: cycle through n_slots)", lo=0,
+              hi=MAX_SLOTS),
+    ParamSpec("n_slots", int, 86, "slots in the registered slab", lo=1, hi=MAX_SLOTS),
+    ParamSpec("slot_start", int, 0, "identity schedule: first slot", lo=0, hi=MAX_SLOTS),
+    ParamSpec("slot_step", int, 1, "identity schedule: slot stride", lo=0, hi=MAX_SLOTS),
     ParamSpec("slot_mask", int, 0,
-              "mask schedule: the ordinal-th set bit is the slot (0: identity schedule)", lo=0),
-    ParamSpec("rq_depth", int, 1024, "granted receive queue depth", lo=1),
-    ParamSpec("sq_depth", int, 1024, "granted send queue depth", lo=1),
+              "mask schedule: the ordinal-th set bit is the slot (0: identity schedule)", lo=0,
+              hi=2**64 - 1),
+    ParamSpec("rq_depth", int, 1024, "granted receive queue depth", lo=1, hi=MAX_QUEUE),
+    ParamSpec("sq_depth", int, 1024, "granted send queue depth", lo=1, hi=MAX_QUEUE),
     # ds4 sizes the CQ at 512 = one full big-gate window (256 receives + 256 sends), with no
     # room for the two warm-up leftovers and the one error completion the fault model adds
     ParamSpec("cq_depth", int, 515,
               "shared completion queue entries (ds4: 512, which one warm-up leftover overflows "
-              "in a full big-gate window)", lo=1),
+              "in a full big-gate window)", lo=1, hi=MAX_CQ),
     ParamSpec("big_depth", int, 256, "cap on a big-gate window (receives in flight)", lo=1, hi=256),
-    ParamSpec("chain_max", int, 64, "longest chain of work requests posted at once", lo=1),
+    ParamSpec("chain_max", int, 64, "longest chain of work requests posted at once", lo=1,
+              hi=MAX_QUEUE),
     ParamSpec("staging_bytes", int, 256 * 16384,
-              "big-gate staging area; caps the window at staging_bytes / max_msg", lo=1),
+              "big-gate staging area; caps the window at staging_bytes / max_msg", lo=1,
+              hi=2**40),
     ParamSpec("timeout_ms", int, 750, "gate and drain timeout", lo=1, hi=60000),
     ParamSpec("qp_type", str, "uc", "queue pair transport", choices=("uc", "rc")),
     ParamSpec("unsignaled_completions", int, 1,
@@ -45,7 +58,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "are explored", lo=0, hi=1),
     ParamSpec("wire_loss", int, 0, "1: the wire may lose messages (UC has no recovery)",
               lo=0, hi=1),
-    ParamSpec("ops", int, 48, "workload: gate calls and big gates each rank makes", lo=1),
+    ParamSpec("ops", int, 48, "workload: gate calls and big gates each rank makes", lo=1,
+              hi=MAX_SEQ),
     ParamSpec("big_gates", int, 1,
               "workload: 1: big gates (prefill) mix with decode gates; 0: decode gates only",
               lo=0, hi=1),

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from verbspec.spec.actions import action_names
+from verbspec.spec.actions import action_names, name_of
 from verbspec.spec.fabric import completes, new_fabric
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
@@ -55,6 +55,9 @@ INVARIANTS = tuple(INVARIANT_DOCS)
 FAULT_ACTIONS = frozenset(action_names(GateSpec, fault=True))
 
 
+CALL_GATE, CALL_BIG = name_of(GateSpec.do_call_gate), name_of(GateSpec.do_call_big)
+
+
 class GateSystem:
     """The two-rank gate system for one configuration and set of variants."""
 
@@ -87,6 +90,30 @@ class GateSystem:
 
     def can_progress(self, s: GateState) -> bool:
         return self.spec.can_progress(s)
+
+    # -------------------------------------------------------------- exploration depth
+    # Per example, how much the leading rank prefers each workload call: some examples make
+    # decode gates only (48 in a row at the defaults, three windows), the others a big gate
+    # about every 64, 16 or 4 decode gates, so that drains follow full windows. (The first
+    # weight is the one Hypothesis draws most and shrinks toward.)
+    weights = {CALL_GATE: (16, 1, 64), CALL_BIG: (1, 4, 0)}
+
+    def depth(self, s: GateState) -> dict[str, int]:
+        """How deep into the protocol a run has got, counting the ops both ranks finished:
+        the longest run of decode gates in a row and how far it went past the window, the
+        drains (a big gate after a decode gate) and the big-gate windows."""
+        done = s.script[:min(rk.op for rk in s.ranks)]
+        run = longest = drains = windows = 0
+        size = self.params.big_window(self.params.rq_depth)
+        for i, op in enumerate(done):
+            run = run + 1 if op == 0 else 0
+            longest = max(longest, run)
+            if op:
+                drains += i > 0 and done[i - 1] == 0
+                windows += -(-op // size)
+        return {"decode_gates_in_a_row": longest,
+                "gates_past_window": max(0, longest - self.params.window),
+                "drains": drains, "big_gate_windows": windows}
 
     # -------------------------------------------------------------- invariants
     def inv_no_silent_drop(self, s: GateState) -> str | None:
