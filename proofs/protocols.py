@@ -32,6 +32,7 @@ class Checks:
 
     protocol: str
     bmc_depth: int
+    explore_steps: int = 400        # explore's steps per example unless --steps says
     bmc_fault_free_depth: int | None = None
     bmc_one_fault_depth: int | None = None
     bmc_walk_depth: int | None = None
@@ -76,6 +77,8 @@ def _tagmatch_prove(values: Values, variants: Sequence[str] = (), **kw: Any) -> 
 CHECKS: dict[str, Checks] = {
     "gate": Checks(
         "gate",
+        # 48 decode gates in a row (three windows at the defaults) take about 1000 steps
+        explore_steps=1000,
         # every run: about 12k states at the defaults
         bmc_depth=14,
         # fault-free runs double per level past 26, so the state budget ends this phase first

@@ -37,7 +37,7 @@ ShortestProof = Callable[[str, int], "str | None"]
 @dataclass(frozen=True)
 class Options:
     examples: int = 300
-    steps: int = 400
+    steps: int | None = None                 # explore (None: the protocol's explore_steps)
     seed: int | None = None
     depth: int | None = None
     max_states: int = 400_000
@@ -309,7 +309,8 @@ def run_method(protocol: str, method: str, values: dict[str, Any],
     checks = CHECKS[protocol]
     system = protocols.load(protocol).build(values, variants)
     if method == "explore":
-        rows = run_explore(system, variants, opts)
+        rows = run_explore(system, variants, replace(opts, steps=opts.steps
+                                                     or checks.explore_steps))
     elif method == "bmc" and opts.profile is not None:
         rows = run_each_bmc(system, variants, opts)
     elif method == "bmc":

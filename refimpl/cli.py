@@ -165,7 +165,10 @@ def _check_parser(c: Parser) -> None:
                         "of each invariant on its own")
     c.add_argument("--examples", type=int, default=DEFAULTS.examples,
                    help="explore: Hypothesis examples")
-    c.add_argument("--steps", type=int, default=DEFAULTS.steps, help="explore: steps per example")
+    c.add_argument("--steps", type=int, default=DEFAULTS.steps,
+                   help="explore: steps per example; None: the protocol's own (gate "
+                        f"{CHECKS['gate'].explore_steps}, tagmatch "
+                        f"{CHECKS['tagmatch'].explore_steps})")
     c.add_argument("--seed", type=int, default=None,
                    help="explore: random seed (None: derandomized, reproducible); bmc: "
                         "seed of its random walks (None: 0)")
@@ -343,7 +346,7 @@ def _route_variants(selected: Sequence[str], names: Sequence[str]) -> dict[str, 
 def _check_budgets(args: argparse.Namespace) -> None:
     for n, lo in (("examples", 1), ("steps", 1), ("max_states", 1),
                   ("fault_free_max_states", 1), ("one_fault_max_states", 1), ("walks", 0)):
-        if getattr(args, n) < lo:
+        if getattr(args, n) is not None and getattr(args, n) < lo:
             raise ParamError(f"--{n.replace('_', '-')} must be at least {lo}")
     if args.depth is not None and args.depth < 1:
         raise ParamError("--depth must be at least 1")

@@ -104,10 +104,10 @@ def test_malformed_parameters_exit_3_naming_the_parameter(param, message, capsys
 
 
 def test_mask_bits_must_fit_the_slab(capsys):
-    args = ["check", "--protocol", "gate", "--param", "slot_mask=0x100000000000000000000000",
-            "--param", "gates_per_token=1"]
+    args = ["check", "--protocol", "gate", "--param", "slot_mask=0x4000000000000000",
+            "--param", "gates_per_token=1", "--param", "n_slots=40"]
     assert main(args) == 3
-    assert "parameter slot_mask: bit 92 is at or above n_slots 86" in capsys.readouterr().err
+    assert "parameter slot_mask: bit 62 is at or above n_slots 40" in capsys.readouterr().err
 
 
 def test_unknown_variant_exits_3(capsys):

@@ -77,7 +77,7 @@ def test_compiled_moves_agree_with_z3_on_random_spec_steps():
             post, _ = act.apply(state, *args)
             other = post if rng.random() < 0.8 else system.initial()
             pairs = (value_terms(alpha(cfg, state), s) + value_terms(alpha(cfg, other), t)
-                     + ppairs + value_terms(step_choices(state, act.name, args), ch))
+                     + ppairs + value_terms(step_choices(cfg, state, act.name, args), ch))
             want = evaluate(moves.move(act.name, args[0], s, t, prm, ch), pairs)
             a_other, ok = model.view(other)
             got = model.edge(state, act.name, args, model.view(state)[0], a_other, ok)

@@ -110,7 +110,7 @@ def _walk(chk: Checker, values: dict, rng: random.Random, steps: int,
         post, _ = act.apply(state, *args)
         post_vals = alpha(cfg, post)
         r = args[0]
-        choice = step_choices(state, act.name, args)
+        choice = step_choices(cfg, state, act.name, args)
         pairs = (value_terms(pre_vals, chk.s) + value_terms(post_vals, chk.t) + ppairs
                  + value_terms(choice, chk.ch))
         checked += 1

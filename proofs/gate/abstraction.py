@@ -31,7 +31,7 @@ from verbspec.spec.fabric import ST_OK
 from verbspec.spec.gate import state as gs
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import GateState
-from verbspec.spec.gate.steps import POLL_BATCH
+from verbspec.spec.gate.steps import poll_batch
 from verbspec.spec.lts import Trace
 
 
@@ -142,10 +142,10 @@ def no_choices() -> Choices:
     return Choices((zero_values(Choice), zero_values(Choice)))
 
 
-def reap_choice(st: GateState, r: int) -> Choice:
-    """How the spec's reap splits the first 16 completions, and how many of each kind
+def reap_choice(cfg: GateConfig, st: GateState, r: int) -> Choice:
+    """How the spec's reap splits the completions of one poll, and how many of each kind
     precede the first error among them."""
-    got = [_cqe_kind(e) for e in st.fabric.qps[r].cq[:POLL_BATCH]]
+    got = [_cqe_kind(e) for e in st.fabric.qps[r].cq[:poll_batch(cfg, st.ranks[r].phase)]]
     before = got[:got.index(ERROR)] if ERROR in got else got
     return Choice(gate_sends=got.count(("gate", "send")),
                   gate_recvs=got.count(("gate", "recv")),
@@ -161,11 +161,11 @@ def reap_choice(st: GateState, r: int) -> Choice:
                   big_recvs_before_error=before.count(("big", "recv")), big_size=0)
 
 
-def step_choices(st: GateState, name: str, args: Sequence[Any]) -> Choices:
+def step_choices(cfg: GateConfig, st: GateState, name: str, args: Sequence[Any]) -> Choices:
     """The model's choices for a spec step: reap's split, call_big's size."""
     choices, r = no_choices(), args[0]
     if name == REAP_STEP:
-        choices = choices.with_rank(r, reap_choice(st, r))
+        choices = choices.with_rank(r, reap_choice(cfg, st, r))
     if name == CALL_BIG_STEP:
         choices = choices.with_rank(r, replace(choices.rank[r], big_size=args[1]))
     return choices
@@ -202,7 +202,7 @@ def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str
     for pre, post, (name, r) in zip(states[:-1], states[1:], moves, strict=True):
         choice = no_choices()
         if name == REAP_STEP:
-            choice = choice.with_rank(r, reap_choice(pre, r))
+            choice = choice.with_rank(r, reap_choice(cfg, pre, r))
         pairs = (value_terms(alpha(cfg, pre), s) + value_terms(alpha(cfg, post), t)
                  + ppairs + value_terms(choice, ch))
         if not evaluate(move(name, r, s, t, prm, ch), pairs):

@@ -341,6 +341,8 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
                   f"until it does: {ref.divergence}")
         return [Result(n, "gate", "prove", "inconclusive", "not proved", ref.seconds, path,
                        detail) for n in INVARIANTS]
+    if progress:
+        progress(f"the model matches the spec ({ref.states:,} states); proving")
     # the workload stays symbolic: the proof covers every ops, hence every seq below the tags
     prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
     found = houdini(prm, domain, (cfg.chunks,), progress=progress)

@@ -27,6 +27,7 @@ from verbspec.proofs.gate.terms import (
     grant,
     mismatch_possible,
     ph_in,
+    poll_batch,
     recvs_reaped,
     sq_total,
     times_c,
@@ -67,7 +68,6 @@ from verbspec.proofs.gate.vocabulary import (
     State,
 )
 from verbspec.spec.gate import state as gs
-from verbspec.spec.gate.steps import POLL_BATCH
 
 MoveFn = Callable[[State, Params, int, Choices], Move]
 
@@ -348,7 +348,7 @@ def reap(s: State, prm: Params, r: int, choice: Choices) -> Move:
              (c.big_sends, c.big_sends_before_error, me.big_send_cqes),
              (c.big_recvs, c.big_recvs_before_error, me.big_recv_cqes))
     ph = me.phase
-    n = umin(cq_used(s, r), bv(POLL_BATCH))
+    n = umin(cq_used(s, r), poll_batch(s, prm, r))
     error = c.errors != 0
     split = z3.And(sum((k for k, _, _ in kinds), bv(0)) + c.warm + c.errors == n,
                    *(z3.ULE(k, count) for k, _, count in kinds),

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 import z3
 
 from verbspec.proofs.gate.moves import action_move
-from verbspec.proofs.gate.terms import alive, bv, cq_used, grant, ph_in, sq_total, umin
+from verbspec.proofs.gate.terms import alive, bv, cq_used, grant, ph_in, poll_batch, sq_total, umin
 from verbspec.proofs.gate.vocabulary import (
     ACTIONS,
     BIG_WINDOW,
@@ -21,7 +21,6 @@ from verbspec.proofs.gate.vocabulary import (
     Params,
     State,
 )
-from verbspec.spec.gate.steps import POLL_BATCH
 
 Invariant = Callable[[State, Params], z3.BoolRef]
 
@@ -78,12 +77,12 @@ def done(s: State, prm: Params) -> z3.BoolRef:
                          z3.Not(alive(s, r))) for r in (0, 1)])
 
 
-def choice_witness(s: State, r: int) -> Choice:
+def choice_witness(s: State, prm: Params, r: int) -> Choice:
     """Choices that always exist: a split of one poll between the kinds of completion (in
     the order of Choice's fields, as many of each as fit, none after an error), and the
     script's size for a big gate (1 if free)."""
     me = s.rank[r]
-    left = umin(cq_used(s, r), bv(POLL_BATCH))
+    left = umin(cq_used(s, r), poll_batch(s, prm, r))
     taken = []
     for count in (me.gate_send_cqes, me.gate_recv_cqes, me.dummy_send_cqes,
                   me.dummy_recv_cqes, me.big_send_cqes, me.big_recv_cqes):
@@ -104,7 +103,7 @@ def choice_witness(s: State, r: int) -> Choice:
 
 def can_run(s: State, prm: Params, actions: Iterable[str]) -> z3.BoolRef:
     """Some of these actions is enabled."""
-    choice = Choices((choice_witness(s, 0), choice_witness(s, 1)))
+    choice = Choices((choice_witness(s, prm, 0), choice_witness(s, prm, 1)))
     return z3.Or([action_move(a, r, s, prm, choice).guard for a in actions for r in (0, 1)])
 
 

@@ -134,7 +134,7 @@ class CompiledModel:
     def edge(self, pre: Any, name: str, args: tuple, a_pre: list[Any], a_post: list[Any],
              spec_ok: Mapping[str, bool]) -> str | None:
         """Where one spec step and the model part ways, in words; None if they agree."""
-        choice = (_values(step_choices(pre, name, args), self.choice_masks)
+        choice = (_values(step_choices(self.cfg, pre, name, args), self.choice_masks)
                   if name in CHOOSING else self.no_choice)
         if not self.move(name, args[0])(a_pre + a_post + choice)[0]:
             return f"{name}{args} is not a step of the model"
@@ -246,7 +246,7 @@ def source_digest() -> str:
     files = sorted(p for root in roots for p in root.rglob("*.py"))
     files.append(Path(__file__).parent.parent / "evaluator.py")
     for p in files:
-        h.update(p.name.encode())
+        h.update(f"{p.parent.name}/{p.name}".encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -302,7 +302,10 @@ def check(configs: Sequence[Config] = CONFIGS, *,
             path.parent.mkdir(parents=True, exist_ok=True)
             kept = {k: v for k, v in asdict(done).items() if k not in ("trace", "divergence",
                                                                         "cached")}
-            path.write_text(json.dumps(kept))
+            # written aside and renamed, so that a concurrent reader never sees half of it
+            part = path.with_suffix(f".{os.getpid()}.part")
+            part.write_text(json.dumps(kept))
+            part.replace(path)
         except OSError:
             pass            # a read-only home: the check is simply not remembered
     return done

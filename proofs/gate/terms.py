@@ -13,11 +13,13 @@ from verbspec.proofs.gate.vocabulary import (
     ARM_BAR_READ,
     ARM_BAR_SEND,
     BIG_XFER,
+    DRAIN_WAIT,
     HOLD,
     Choices,
     Params,
     State,
 )
+from verbspec.spec.gate.steps import BIG_POLL_BATCH, POLL_BATCH
 
 
 def var(name: str, width: int) -> z3.ExprRef:
@@ -113,6 +115,15 @@ def consumed(s: State, r: int) -> z3.BitVecRef:
     """Gates the application has read: all up to last_gate_seq, but the held one in HOLD."""
     me = s.rank[r]
     return me.last_gate_seq - z3.If(me.phase == HOLD, z3.BitVecVal(1, 64), z3.BitVecVal(0, 64))
+
+
+def poll_batch(s: State, prm: Params, r: int) -> z3.BitVecRef:
+    """The completions one reap polls in r's phase (the spec's poll_batch): 2*window+1 in a
+    drain, 64 in a big-gate window, 16 otherwise."""
+    ph = s.rank[r].phase
+    drain = z3.Extract(31, 0, 2 * prm.window + 1)
+    return z3.If(ph == DRAIN_WAIT, drain,
+                 z3.If(ph == BIG_XFER, bv(BIG_POLL_BATCH), bv(POLL_BATCH)))
 
 
 def cq_used(s: State, r: int) -> z3.BitVecRef:

@@ -71,8 +71,18 @@ from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpIt
 from verbspec.spec.lts import Action
 from verbspec.spec.values import evolve, set_item
 
+# completions one poll takes, as ds4 sizes its ibv_wc arrays: 16 in a decode gate, 2*window+1
+# in a drain (RECV_WINDOW*2+1), 64 in a big-gate window
 POLL_BATCH = 16
+BIG_POLL_BATCH = 64
 RANKS = ((0,), (1,))
+
+
+def poll_batch(cfg: GateConfig, phase: str) -> int:
+    """The completions one reap polls in ``phase``."""
+    if phase == DRAIN_WAIT:
+        return 2 * cfg.window + 1
+    return BIG_POLL_BATCH if phase == BIG_XFER else POLL_BATCH
 
 
 class GateSpec:
@@ -292,8 +302,9 @@ class GateSpec:
 
     @action("rank", guard=en_reap)
     def do_reap(self, s: GateState, r: int):
-        """Poll up to 16 completions and account for each; any error status fails the wait."""
-        got, f = fb.poll(s.fabric, r, POLL_BATCH)
+        """Poll up to a batch of completions (16, 2*window+1 in a drain, 64 in a big-gate
+        window) and account for each; any error status fails the wait."""
+        got, f = fb.poll(s.fabric, r, poll_batch(self.cfg, s.ranks[r].phase))
         s = evolve(s, fabric=f)
         rk = s.ranks[r]
         polled = tuple(CQEView(c.opcode, c.wr_id, c.status, c.byte_len) for c in got)

@@ -93,10 +93,10 @@ class GateSystem:
 
     # -------------------------------------------------------------- exploration depth
     # Per example, how much the leading rank prefers each workload call: some examples make
-    # decode gates only (48 in a row at the defaults, three windows), the others a big gate
-    # about every 64, 16 or 4 decode gates, so that drains follow full windows. (The first
-    # weight is the one Hypothesis draws most and shrinks toward.)
-    weights = {CALL_GATE: (16, 1, 64), CALL_BIG: (1, 4, 0)}
+    # decode gates only (48 in a row at the defaults, three windows), others a big gate about
+    # every 64, 16 or 4 decode gates (drains after full windows), others mostly big gates.
+    # (Hypothesis draws the first weight most.)
+    weights = {CALL_GATE: (1, 16, 64), CALL_BIG: (1, 4, 0)}
 
     def depth(self, s: GateState) -> dict[str, int]:
         """How deep into the protocol a run has got, counting the ops both ranks finished:
