@@ -96,7 +96,7 @@ class GateSystem:
     # decode gates only (48 in a row at the defaults, three windows), others a big gate about
     # every 64, 16 or 4 decode gates (drains after full windows), others mostly big gates.
     # (Hypothesis draws the first weight most.)
-    weights = {CALL_GATE: (1, 16, 64), CALL_BIG: (1, 4, 0)}
+    weights = {CALL_GATE: (1, 16, 64), CALL_BIG: (4, 1, 0)}
 
     def depth(self, s: GateState) -> dict[str, int]:
         """How deep into the protocol a run has got, counting the ops both ranks finished:
