@@ -220,7 +220,7 @@ def test_every_step_observes_both_ranks_abstract_state_after_it():
     from verbspec.proofs.explore import explore
     from verbspec.spec.gate.state import view
 
-    res = explore(build({}, ["depth-mismatch"]), examples=100, steps=400,
+    res = explore(build({}, ["depth-mismatch"]), examples=300, steps=1000,
                   variants=["depth-mismatch"])
     assert res.trace is not None
     for step in res.trace.steps[1:]:
