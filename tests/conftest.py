@@ -5,6 +5,7 @@ that need something this machine may lack (MPICH, a device): they skip, saying w
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -35,3 +36,40 @@ def gate_system():
 @pytest.fixture
 def tagmatch_system():
     return protocols.load("tagmatch").build({}, ())
+
+
+@pytest.fixture
+def repost_one_too_far(monkeypatch):
+    """A planted spec bug: gate_done reposts the receive for seq+window+1, not seq+window."""
+    from verbspec.spec.gate.steps import GateSpec
+
+    real = GateSpec.do_gate_done
+
+    def planted(self, s, r):
+        chain = self.gate_recv_chain
+        self.gate_recv_chain = lambda rank, seq: chain(rank, seq + 1)
+        try:
+            return real(self, s, r)
+        finally:
+            del self.gate_recv_chain
+
+    planted.__action__ = replace(real.__action__, step=planted)
+    monkeypatch.setattr(GateSpec, "do_gate_done", planted)
+    return monkeypatch
+
+
+@pytest.fixture
+def forgetful_deliver(monkeypatch):
+    """A drifted model: the deliver move no longer records a UC drop."""
+    from verbspec.proofs.gate import moves
+    from verbspec.proofs.gate.terms import Edit
+
+    real = moves.MOVES["deliver"]
+
+    def forgetful(s, prm, src, choice):
+        m = real(s, prm, src, choice)
+        upd = Edit(s, m.updates)
+        upd.ghost.dropped = s.ghost.dropped
+        return upd.move(m.guard)
+
+    monkeypatch.setitem(moves.MOVES, "deliver", forgetful)

@@ -59,19 +59,7 @@ def test_explore_reports_steps_per_action_and_depth(tmp_path):
     assert rows[0].as_json()["coverage"] == cov
 
 
-def test_the_default_budget_catches_a_repost_one_gate_too_far(monkeypatch, tmp_path):
-    real_done = GateSpec.do_gate_done
-
-    def planted(self, s, r):
-        chain = self.gate_recv_chain
-        self.gate_recv_chain = lambda rank, seq: chain(rank, seq + 1)
-        try:
-            return real_done(self, s, r)
-        finally:
-            del self.gate_recv_chain
-
-    planted.__action__ = replace(real_done.__action__, step=planted)
-    monkeypatch.setattr(GateSpec, "do_gate_done", planted)
+def test_the_default_budget_catches_a_repost_one_gate_too_far(repost_one_too_far, tmp_path):
     rows = run_method("gate", "explore", {}, (), Options(trace_dir=tmp_path))
     bad = [r for r in rows if r.verdict == "violated"]
     assert [r.invariant for r in bad] == ["chunk_alignment"], [(r.invariant, r.detail)

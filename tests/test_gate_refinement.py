@@ -5,7 +5,6 @@ planted bug in the spec that must turn every `proved` into `inconclusive`."""
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import pytest
 import z3
@@ -16,11 +15,10 @@ from verbspec.proofs.evaluator import compile_terms
 from verbspec.proofs.gate import induction, moves, refinement
 from verbspec.proofs.gate.abstraction import alpha, evaluate, step_choices, value_terms
 from verbspec.proofs.gate.parameters import params_of
-from verbspec.proofs.gate.terms import Edit, fresh_choice, fresh_params, fresh_state
+from verbspec.proofs.gate.terms import fresh_choice, fresh_params, fresh_state
 from verbspec.proofs.gate.vocabulary import ACTIONS
 from verbspec.proofs.report import DIVERGENCE
 from verbspec.refimpl.cli import main
-from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import INVARIANTS, build
 
 X, Y = z3.BitVec("x", 8), z3.BitVec("y", 8)
@@ -109,28 +107,12 @@ def test_a_pass_is_cached_under_the_source_digest(tmp_path):
     assert not third.cached and third.edges == first.edges
 
 
-def _plant_repost_one_too_far(monkeypatch):
-    """gate_done reposts the receive for seq+window+1 instead of seq+window."""
-    real = GateSpec.do_gate_done
-
-    def planted(self, s, r):
-        chain = self.gate_recv_chain
-        self.gate_recv_chain = lambda rank, seq: chain(rank, seq + 1)
-        try:
-            return real(self, s, r)
-        finally:
-            del self.gate_recv_chain
-
-    planted.__action__ = replace(real.__action__, step=planted)
-    monkeypatch.setattr(GateSpec, "do_gate_done", planted)
+def test_a_planted_repost_bug_leaves_nothing_proved(repost_one_too_far, tmp_path, capsys):
+    monkeypatch = repost_one_too_far
     # in this process (the plant is not in the source a worker would import), uncached
     check = refinement.check
     monkeypatch.setattr(refinement, "check",
                         lambda **kw: check(refinement.CONFIGS[:1], workers=1, cache=None))
-
-
-def test_a_planted_repost_bug_leaves_nothing_proved(monkeypatch, tmp_path, capsys):
-    _plant_repost_one_too_far(monkeypatch)
     results = induction.prove({}, trace_dir=tmp_path)
     assert [r.invariant for r in results] == list(INVARIANTS)
     assert all(r.verdict == "inconclusive" for r in results)
@@ -146,16 +128,7 @@ def test_a_planted_repost_bug_leaves_nothing_proved(monkeypatch, tmp_path, capsy
     assert "replay disagrees with the trace" in capsys.readouterr().out
 
 
-def test_a_model_that_forgets_uc_drops_diverges(monkeypatch):
-    real = moves.MOVES["deliver"]
-
-    def forgetful(s, prm, src, choice):
-        m = real(s, prm, src, choice)
-        upd = Edit(s, m.updates)
-        upd.ghost.dropped = s.ghost.dropped
-        return upd.move(m.guard)
-
-    monkeypatch.setitem(moves.MOVES, "deliver", forgetful)
+def test_a_model_that_forgets_uc_drops_diverges(forgetful_deliver):
     ref = refinement.check([({"window": 1, "vec_bytes": 100, "big_gates": 0, "faults": 0,
                               "ops": 3}, (), 0)], workers=1)
     assert ref.divergence is not None and "deliver" in ref.divergence
