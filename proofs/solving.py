@@ -28,6 +28,7 @@ Value = int | bool
 class Query:
     key: Hashable       # what the caller gets back with the answer
     text: str           # SMT-LIB2: declarations and assertions
+    tactic: str = "blast"   # a name of TACTICS: how it is solved
 
 
 @dataclass(frozen=True)
@@ -39,28 +40,37 @@ class Answer:
     reason: str = ""                # unknown: why
 
 
-def query(key: Hashable, *facts: z3.BoolRef) -> Query:
+def query(key: Hashable, *facts: z3.BoolRef, tactic: str = "blast") -> Query:
     """The satisfiability of the conjunction of ``facts``, as a query."""
+    if tactic not in TACTICS:
+        raise ValueError(f"unknown tactic {tactic!r} (known: {', '.join(TACTICS)})")
     solver = z3.Solver()
     solver.add(*facts)
-    return Query(key, solver.to_smt2())
+    return Query(key, solver.to_smt2(), tactic)
 
 
-def strategy(ctx: z3.Context) -> z3.Tactic:
+def strategy(ctx: z3.Context, tactic: str = "blast") -> z3.Tactic:
     """How a query is solved. The queries are bit-vector formulas over counters, mostly sums
     under if-then-else: simplifying with sums normalised and if-then-else pushed into the
     bit-vector terms lets equal sums cancel, then the equalities are solved away and the rest
-    bit-blasted to SAT (measured at the defaults against z3's default strategy: see
-    docs/gate-proofs.md)."""
+    bit-blasted to SAT ("blast"; measured at the defaults against z3's default strategy: see
+    docs/gate-proofs.md). "bounds" first propagates unsigned bounds through the bit-vector
+    terms: a bound on a sum of counters that a step only lowers then follows from the bounds
+    of its terms, which bit-blasting the adders finds slowly."""
     norm = z3.With("simplify", som=True, push_ite_bv=True, ctx=ctx)
-    return z3.Then(norm, "propagate-values", "solve-eqs", norm, "bit-blast", "sat", ctx=ctx)
+    bounds = ("propagate-bv-bounds", norm) if tactic == "bounds" else ()
+    return z3.Then(norm, "propagate-values", "solve-eqs", norm, *bounds, "bit-blast", "sat",
+                   ctx=ctx)
+
+
+TACTICS = ("blast", "bounds")
 
 
 def answer(q: Query, timeout_ms: int) -> Answer:
     # a context per query: z3's term order, hence its search, then does not depend on which
     # queries the worker answered before, so each answer takes the same time in any run
     ctx = z3.Context()
-    solver = strategy(ctx).solver()
+    solver = strategy(ctx, q.tactic).solver()
     solver.from_string(q.text)
     solver.set("timeout", timeout_ms)
     t0 = time.perf_counter()

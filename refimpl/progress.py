@@ -103,14 +103,26 @@ class Progress:
 
 
 def print_results(results: list[Result], code: int) -> None:
-    console = Console(file=sys.stdout, width=max(Console().width, 140))
-    table = Table(title="verbspec check")
-    for col in ("protocol", "invariant", "method", "verdict", "bound", "s"):
-        table.add_column(col, overflow="fold")
+    """The summary: one row per invariant with a column per method (verdict and seconds), the
+    bound each method reached in a footer (once per protocol and method, and per invariant
+    where one differs), then what was violated or left undecided and why."""
+    console = Console(file=sys.stdout, width=max(Console().width, 120))
+    methods = list(dict.fromkeys(r.method for r in results))
+    rows: dict[tuple[str, str], dict[str, Result]] = {}
     for r in results:
-        table.add_row(r.protocol, r.invariant, r.method,
-                      f"[{VERDICT_STYLE[r.verdict]}]{r.verdict}[/]", r.bound, f"{r.seconds:.1f}")
+        rows.setdefault((r.protocol, r.invariant), {})[r.method] = r
+    table = Table(title="verbspec check")
+    table.add_column("protocol")
+    table.add_column("invariant")
+    for m in methods:
+        table.add_column(m, no_wrap=True)
+    for (protocol, invariant), by_method in rows.items():
+        cells = [f"[{VERDICT_STYLE[r.verdict]}]{r.verdict}[/] {r.seconds:.1f}s"
+                 if (r := by_method.get(m)) else "" for m in methods]
+        table.add_row(protocol, invariant, *cells)
     console.print(table)
+    for line in bound_lines(results):
+        console.print(line, highlight=False)
     undecided: dict[tuple[str, str, str, str | None], list[str]] = {}
     for r in results:
         if r.verdict == "violated":
@@ -123,3 +135,17 @@ def print_results(results: list[Result], code: int) -> None:
     for (protocol, method, verdict, detail), names in undecided.items():
         console.print(f"[yellow]{protocol} {', '.join(names)} {verdict}[/] ({method}): {detail}")
     console.print(f"exit {code}")
+
+
+def bound_lines(results: list[Result]) -> list[str]:
+    """The footer: what each (protocol, method) covered, the common bound once and any
+    invariant's own bound (a violation's trace length, a method out of scope) after it."""
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.protocol, r.method), []).append(r)
+    out = []
+    for (protocol, method), rs in groups.items():
+        common = Counter(r.bound for r in rs).most_common(1)[0][0]
+        out.append(f"{protocol} {method}: {common}")
+        out += [f"  {r.invariant}: {r.bound}" for r in rs if r.bound != common]
+    return out

@@ -127,3 +127,29 @@ def test_junit_inconclusive_and_not_run_are_skipped(tmp_path):
     assert (suite.tests, suite.failures, suite.skipped) == (4, 1, 2)
     # a method's time counts once, not once per invariant
     assert suite.time == pytest.approx(1.0)
+
+
+def test_summary_has_a_row_per_invariant_and_a_column_per_method(capsys):
+    results = [Result("no_silent_drop", "gate", "prove", "proved", "every reachable state", 1.25),
+               Result("gate_order", "gate", "prove", "proved", "every reachable state", 0.5),
+               Result("no_silent_drop", "gate", "bmc", "held", "depth 12", 3.0),
+               Result("gate_order", "gate", "bmc", "violated", "shortest trace: 7 steps", 0.75,
+                      "t.itf.json", "gate 2 before gate 1"),
+               Result("match_once", "tagmatch", "bmc", "held", "depth 9", 2.0)]
+    progress.print_results(results, 1)
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "invariant" in line)
+    cells = [re.split(r"\s*│\s*", line.strip("│ ")) for line in out.splitlines()
+             if line.startswith("│")]
+    assert [c[:2] for c in cells] == [["gate", "no_silent_drop"], ["gate", "gate_order"],
+                                      ["tagmatch", "match_once"]]
+    assert cells[0][2:] == ["proved 1.2s", "held 3.0s"]
+    assert cells[1][2:] == ["proved 0.5s", "violated 0.8s"]
+    assert cells[2][2:] == ["", "held 2.0s"]
+    assert [h.strip() for h in re.split(r"┃", header)[1:-1]] == ["protocol", "invariant",
+                                                                 "prove", "bmc"]
+    # the bounds once per (protocol, method), an invariant's own after its group
+    footer = out[out.index("gate prove:"):].splitlines()
+    assert footer[:4] == ["gate prove: every reachable state", "gate bmc: depth 12",
+                          "  gate_order: shortest trace: 7 steps", "tagmatch bmc: depth 9"]
+    assert "gate gate_order violated (bmc): gate 2 before gate 1" in out

@@ -15,7 +15,7 @@ import z3
 
 from verbspec.proofs.gate import refinement
 from verbspec.proofs.gate.abstraction import spec_counterexample
-from verbspec.proofs.gate.lemmas import ALL_INVARIANTS, LEMMAS, quiet_pairs
+from verbspec.proofs.gate.lemmas import ALL_INVARIANTS, LEMMAS, TACTIC, quiet_pairs
 from verbspec.proofs.gate.moves import action_move, initial, move
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, Invariant
@@ -119,6 +119,13 @@ def _quiet_sub(s: State, quiet: bool, names: Iterable[str]
         return lambda x: x
     return lambda x: z3.substitute(x, *zero)
 
+
+def _tactic(group: tuple[str, ...]) -> str:
+    """How a query about these invariants is solved: an invariant's own tactic when it is
+    asked alone."""
+    return TACTIC.get(group[0], "blast") if len(group) == 1 else "blast"
+
+
 def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
               names: Iterable[str] | None = None, chunks: Iterable[int] = (1, 2),
               ranks: Iterable[int] = (0, 1), quiet: bool = False,
@@ -183,8 +190,8 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     while todo:
         keys = list(todo)
         with _pool(solvers) as pool:
-            answers = pool.run([query(k, *todo[k][0], z3.Not(z3.And(list(todo[k][1].values()))))
-                                for k in keys])
+            answers = pool.run([query(k, *todo[k][0], z3.Not(z3.And(list(todo[k][1].values()))),
+                                      tactic=_tactic(k[0])) for k in keys])
         split = {}
         for ans in answers:
             group, label, via, c = ans.key

@@ -639,3 +639,7 @@ LEMMAS: dict[str, Invariant] = {
 
 # Every invariant the induction works with: the properties and the strengthening invariants.
 ALL_INVARIANTS: dict[str, Invariant] = {**PROPERTIES, **LEMMAS}
+
+# How an invariant's own queries are solved where the default (bit-blasting) is slow: the CQ
+# budget bounds a sum of counters that a reap only lowers (proofs/solving.py, TACTICS).
+TACTIC: dict[str, str] = {"cq_budget": "bounds"}
