@@ -1,0 +1,211 @@
+"""The gate conformance harness: the spec's closed system is the world, and an implementation
+of one rank is held to it, step by step, for both ranks at once.
+
+Every spec action that belongs to a rank is delivered to that rank's implementation: an
+application call (``call_gate``, ``call_big``, ``consume``, and the fault ``bad_call``), the
+item a TCP read returned, the completions a poll returned (after checking that the
+implementation asks for as many as the spec's poll takes), a timeout, a closed peer, a crash,
+or, for a step the rank takes on its own, ``advance``. What the implementation emits (the work
+requests it posts, with wr_id, region offset, length and signaled flag; its TCP writes; its
+result and log) must equal the spec's ``Observation`` of that step, and after every step both
+implementations' views must equal the spec's rank views. The fabric's own steps (transmit,
+deliver, wire loss) and the faults that only touch a CQ (error and stray completions) reach an
+implementation through what it later polls, exactly as the spec injects them.
+
+An implementation fits ``GateImpl``; ``refimpl.gate_engine.GateEngine`` is the reference one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from verbspec.refimpl.gate_engine import Completion, Emitted, GateEngine
+from verbspec.spec import fabric as fb
+from verbspec.spec.actions import name_of
+from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.state import GateState, Observation
+from verbspec.spec.gate.steps import GateSpec
+from verbspec.spec.gate.system import GateSystem
+from verbspec.spec.gate.wire import TcpItem
+from verbspec.spec.lts import Trace, TraceStep
+
+
+class GateImpl(Protocol):
+    """What an implementation of one gate rank offers the harness (the adapter)."""
+
+    def setup(self) -> Emitted: ...
+    def call_gate(self, layer: int, gate: int, seq: int) -> Emitted: ...
+    def call_big(self, chunks: int) -> Emitted: ...
+    def consume(self) -> Emitted: ...
+    def advance(self) -> Emitted: ...
+    def tcp_read(self, item: TcpItem) -> Emitted: ...
+    def poll_size(self) -> int: ...
+    def completions(self, polled: tuple[Completion, ...]) -> Emitted: ...
+    def timeout(self) -> Emitted: ...
+    def peer_closed(self) -> Emitted: ...
+    def crash(self) -> None: ...
+    def view(self) -> Any: ...
+
+
+# (configuration, rank, granted receive depth) -> an implementation of that rank
+Factory = Callable[[GateConfig, int, int], GateImpl]
+
+
+def reference(cfg: GateConfig, rank: int, grant: int) -> GateEngine:
+    return GateEngine(cfg, grant)
+
+
+CALLS = {name_of(GateSpec.do_call_gate), name_of(GateSpec.do_bad_call)}
+READS = {name_of(f) for f in (GateSpec.do_barrier_read, GateSpec.do_big_header_read,
+                              GateSpec.do_big_barrier_read)}
+# steps of the fabric, and faults that only put an entry in a CQ: no rank acts
+WORLD = {name_of(f) for f in (GateSpec.do_transmit, GateSpec.do_deliver, GateSpec.do_lose,
+                              GateSpec.do_error_completion, GateSpec.do_stray_completion)}
+SETUP, CALL_BIG, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
+    name_of(f) for f in (GateSpec.do_setup, GateSpec.do_call_big, GateSpec.do_consume,
+                         GateSpec.do_reap, GateSpec.do_timeout, GateSpec.do_peer_gone,
+                         GateSpec.do_crash))
+FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
+VIEW_FIELDS = ("phase", "recv_done", "last_gate_seq", "window_active", "send_outstanding",
+               "error")
+
+
+class Disagreement(Exception):
+    def __init__(self, what: str, expected: Any, actual: Any):
+        super().__init__(what)
+        self.what, self.expected, self.actual = what, expected, actual
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    step: int               # 1-based index of the step in the run
+    action: str
+    args: dict[str, Any]
+    what: str               # the observation field or view that differs
+    expected: Any
+    actual: Any
+
+    def __str__(self) -> str:
+        call = ", ".join(f"{k}={v}" for k, v in self.args.items())
+        return (f"step {self.step} {self.action}({call}): {self.what}: the spec has "
+                f"{self.expected!r}, the implementation {self.actual!r}")
+
+
+@dataclass
+class Run:
+    steps: int = 0
+    mismatch: Mismatch | None = None
+    actions: Counter = field(default_factory=Counter)
+    trace: Trace | None = None
+
+
+def _wr(w: Any) -> tuple:
+    return (w.wr_id, w.buf, w.offset, w.length, w.signaled)
+
+
+def _completion(c: Any) -> Completion:
+    return Completion(c.opcode, c.wr_id, fb.WC_STATUS_CODE[c.status], c.byte_len)
+
+
+class GateHarness:
+    """Lockstep runs of the spec's gate system with an implementation on each rank."""
+
+    def __init__(self, system: GateSystem, factory: Factory = reference):
+        self.system = system
+        self.factory = factory
+
+    def fresh(self) -> tuple[GateState, list[GateImpl]]:
+        grants = self.system.spec.rq_grant
+        return self.system.initial(), [self.factory(self.system.params, r, grants[r])
+                                       for r in (0, 1)]
+
+    def deliver(self, impls: Sequence[GateImpl], pre: GateState, name: str,
+                args: tuple, obs: Observation) -> Emitted | None:
+        """Hand one spec step to the implementation it belongs to; what it emitted (None when
+        no rank acts). Raises Disagreement where it differs before it acts."""
+        if name in WORLD:
+            return None
+        impl = impls[args[0]]
+        if name == SETUP:
+            return impl.setup()
+        if name in CALLS:
+            return impl.call_gate(*args[1:])
+        if name == CALL_BIG:
+            return impl.call_big(args[1])
+        if name == CONSUME:
+            return impl.consume()
+        if name in READS:
+            return impl.tcp_read(obs.tcp_in[0])
+        if name == REAP:
+            # the implementation polls as many as it asks for, up to what the CQ holds
+            asked = min(impl.poll_size(), len(pre.fabric.qps[args[0]].cq))
+            if asked != len(obs.polled):
+                raise Disagreement("completions polled", len(obs.polled), asked)
+            return impl.completions(tuple(_completion(c) for c in obs.polled))
+        if name == TIMEOUT:
+            return impl.timeout()
+        if name == PEER_GONE:
+            return impl.peer_closed()
+        if name == CRASH:
+            impl.crash()
+            return Emitted()
+        return impl.advance()
+
+    @staticmethod
+    def compare(obs: Observation, got: Emitted | None, impls: Sequence[GateImpl]
+                ) -> tuple[str, Any, Any] | None:
+        """The first field in which the implementation differs from the spec's observation."""
+        if got is not None:
+            for what, want, have in (
+                    ("receives posted", tuple(map(_wr, obs.recvs)), tuple(map(_wr, got.recvs))),
+                    ("sends posted", tuple(map(_wr, obs.sends)), tuple(map(_wr, got.sends))),
+                    ("TCP writes", obs.tcp_out, got.tcp_out),
+                    ("result", obs.result, got.result),
+                    ("log", obs.log, got.log)):
+                if want != have:
+                    return what, want, have
+        for r, impl in enumerate(impls):
+            view = impl.view()
+            for f in VIEW_FIELDS:
+                want, have = getattr(obs.views[r], f), getattr(view, f)
+                if want != have:
+                    return f"rank {r} {f}", want, have
+        return None
+
+    def run(self, rng: random.Random, max_steps: int, fault_rate: float = FAULT_RATE) -> Run:
+        """One random run of at most ``max_steps``: at each step a fault with probability
+        ``fault_rate`` where one is enabled, otherwise any enabled progress step, equally
+        likely."""
+        system = self.system
+        s, impls = self.fresh()
+        out = Run(trace=Trace(system.protocol, system.param_dict(), system.variants))
+        for i in range(1, max_steps + 1):
+            choices = [(a, args) for a in system.actions for args in a.enabled(s)]
+            faults = [c for c in choices if c[0].fault]
+            progress = [c for c in choices if not c[0].fault]
+            if not choices:
+                break
+            pool = faults if faults and (not progress or rng.random() < fault_rate) else progress
+            a, args = rng.choice(pool)
+            post, obs = a.apply(s, *args)
+            out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
+            named = dict(zip(a.params, args, strict=True))
+            out.trace.steps.append(TraceStep(a.name, named, post, obs))
+            try:
+                diff = self.compare(obs, self.deliver(impls, s, a.name, args, obs), impls)
+            except Disagreement as d:
+                diff = (d.what, d.expected, d.actual)
+            except Exception as e:      # an implementation refusing the step is a mismatch
+                diff = ("the step", "taken", f"{type(e).__name__}: {e}")
+            if diff is not None:
+                what, want, have = diff
+                out.mismatch = Mismatch(i, a.name, named, what, want, have)
+                out.trace.violation = "conformance"
+                out.trace.message = str(out.mismatch)
+                return out
+            s = post
+        return out

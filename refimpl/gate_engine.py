@@ -1,0 +1,410 @@
+"""The reference gate engine: one rank of the gate window protocol as an implementation, sans
+I/O in the manner of h11.
+
+The engine never touches a queue pair or a socket. Each call is one protocol step: it takes an
+application call (``call_gate``, ``call_big``, ``consume``), an input (``tcp_read`` with the
+item a read returned, ``completions`` with what a poll returned, ``timeout``, ``peer_closed``)
+or, for a step of its own, ``advance``; it returns what the rank does in that step as
+``Emitted``: receive and send work requests to post (wr_id, region, offset, length, signaled),
+TCP items to write, the result of the call (ds4's error text, or "") and log lines. ``view()``
+is its abstract state in the spec's vocabulary (phase, watermark, window flag, outstanding
+sends, error), which is what the conformance harness compares after every step.
+
+It is written from the protocol, not from the spec's code: it imports only the configuration
+(parameters and their derived sizes), the wire constants, the phase names and ds4's error
+formats (tests/test_conformance.py enforces that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verbspec.spec.gate import errors
+from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.state import (
+    ARM_BAR_READ,
+    ARM_BAR_SEND,
+    ARM_POST,
+    BIG_BAR_READ,
+    BIG_BAR_SEND,
+    BIG_BEGIN,
+    BIG_HDR_READ,
+    BIG_HDR_SEND,
+    BIG_LAYER,
+    BIG_MAGIC,
+    BIG_POST,
+    BIG_XFER,
+    CRASHED,
+    DRAIN_POST,
+    DRAIN_WAIT,
+    FAILED,
+    HEADER_MAGIC,
+    HOLD,
+    IDLE,
+    INIT,
+    SEND,
+    WAIT,
+    WINDOW_BARRIER,
+)
+from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, TcpItem
+
+WC_SUCCESS = 0          # ibv_wc_status IBV_WC_SUCCESS
+DECODE_POLL = 16        # ibv_wc entries per poll: a decode gate's wait
+BIG_POLL = 64           # ... a big-gate window's
+CHUNK_REGIONS = ("in", "out")   # regions addressed in vector strides; the rest in chunks
+
+
+class EngineError(Exception):
+    """A call the engine cannot take in its phase: a harness or driver bug, not a verdict."""
+
+
+@dataclass(frozen=True)
+class WorkRequest:
+    wr_id: int
+    buf: str            # "in" | "out" | "stage" | "none"
+    offset: int         # bytes into the region
+    length: int
+    signaled: bool = True
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One entry a poll returned, as ibv_wc gives it."""
+
+    opcode: str         # "send" | "recv"
+    wr_id: int
+    status: int         # ibv_wc_status
+    byte_len: int
+
+
+@dataclass(frozen=True)
+class Emitted:
+    recvs: tuple[WorkRequest, ...] = ()
+    sends: tuple[WorkRequest, ...] = ()
+    tcp_out: tuple[TcpItem, ...] = ()
+    result: str = ""
+    log: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class EngineView:
+    phase: str
+    recv_done: int
+    last_gate_seq: int
+    window_active: bool
+    send_outstanding: int
+    error: str
+
+
+@dataclass
+class GateEngine:
+    """One rank. ``grant`` is the receive depth it tells its peer (ds4: its own rq_depth)."""
+
+    cfg: GateConfig
+    grant: int = 0
+    phase: str = INIT
+    seq: int = 0
+    recv_done: int = 0
+    last_gate_seq: int = 0
+    window_active: bool = False
+    send_outstanding: int = 0
+    error: str = ""
+    drain_recvs: int = 0
+    drain_sends: int = 0
+    big_no: int = 0
+    big_chunks: int = 0
+    big_header_done: bool = False
+    big_depth: int = 0
+    big_base: int = 0
+    big_win: int = 0
+    big_posted: int = 0
+    big_sent: int = 0
+    big_recvd: set[int] = field(default_factory=set)
+    big_send_done: int = 0
+    barrier_tag: int = 0
+
+    def __post_init__(self) -> None:
+        self.grant = self.grant or self.cfg.rq_depth
+
+    # ------------------------------------------------------------------ the view
+    def view(self) -> EngineView:
+        return EngineView(self.phase, self.recv_done, self.last_gate_seq, self.window_active,
+                          self.send_outstanding, self.error)
+
+    @property
+    def chunks(self) -> int:
+        return self.cfg.chunks
+
+    def _need(self, *phases: str) -> None:
+        if self.phase not in phases:
+            raise EngineError(f"the engine is in phase {self.phase}, not {' or '.join(phases)}")
+
+    def _fail(self, text: str, **kw) -> Emitted:
+        self.phase, self.error = FAILED, text
+        return Emitted(result=text, **kw)
+
+    def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int,
+            signaled: bool = True) -> WorkRequest:
+        stride = self.cfg.vec_bytes if buf in CHUNK_REGIONS else self.cfg.max_msg
+        return WorkRequest(wr_id, buf, slot * stride + offset, length, signaled)
+
+    def _gate_chain(self, buf: str, seq: int, last_only_tagged: bool) -> tuple[WorkRequest, ...]:
+        """One WR per chunk of gate ``seq``'s vector; a receive chain tags only its last chunk
+        with the seq, so the watermark moves when the slot is whole."""
+        c, last = self.cfg, self.chunks - 1
+        return tuple(self._wr(seq if (k == last or not last_only_tagged) else 0, buf,
+                              c.slot(seq), k * c.max_msg, c.chunk_len(k))
+                     for k in range(self.chunks))
+
+    # ------------------------------------------------------------------ application calls
+    def setup(self) -> Emitted:
+        self._need(INIT)
+        self.phase = IDLE
+        c = self.cfg
+        log = ((errors.CHUNKED_VECTORS(vec_bytes=c.vec_bytes, max_msg=c.max_msg),)
+               if self.chunks == 2 else ())
+        return Emitted(log=log)
+
+    def call_gate(self, layer: int, gate: int, seq: int) -> Emitted:
+        """gate(layer, gate, seq): checked before anything is posted."""
+        self._need(IDLE)
+        if layer * 2 + gate != self.cfg.slot(seq):
+            return self._fail(errors.GATE_ORDER(layer=layer, gate=gate, seq=seq))
+        if seq != self.last_gate_seq + 1:
+            return self._fail(errors.GATE_SEQ_ORDER(seq=seq, last=self.last_gate_seq))
+        self.seq = seq
+        self.phase = SEND if self.window_active else ARM_POST
+        return Emitted()
+
+    def call_big(self, chunks: int) -> Emitted:
+        self._need(IDLE)
+        self.big_no += 1
+        self.big_chunks, self.big_base, self.big_header_done = chunks, 0, False
+        self.phase = BIG_HDR_SEND
+        return Emitted()
+
+    def consume(self) -> Emitted:
+        """The application has read the gate's in-slot."""
+        self._need(HOLD)
+        self.phase = IDLE
+        return Emitted()
+
+    # ------------------------------------------------------------------ the engine's own steps
+    def advance(self) -> Emitted:
+        """The rank's next step of its own: what it posts or writes next."""
+        step = {ARM_POST: self._arm, ARM_BAR_SEND: self._window_barrier, SEND: self._send_gate,
+                WAIT: self._gate_done, BIG_HDR_SEND: self._write_header,
+                DRAIN_POST: self._post_dummies, DRAIN_WAIT: self._drain_done,
+                BIG_BEGIN: self._begin_window, BIG_POST: self._post_staging,
+                BIG_BAR_SEND: self._big_barrier, BIG_XFER: self._big_progress}.get(self.phase)
+        if step is None:
+            raise EngineError(f"the engine has no step of its own in phase {self.phase}")
+        return step()
+
+    def _arm(self) -> Emitted:
+        recvs: tuple[WorkRequest, ...] = ()
+        for q in range(self.seq, self.seq + self.cfg.window):
+            recvs += self._gate_chain("in", q, last_only_tagged=True)
+        self.phase = ARM_BAR_SEND
+        return Emitted(recvs=recvs)
+
+    def _window_barrier(self) -> Emitted:
+        self.phase = ARM_BAR_READ
+        return Emitted(tcp_out=(TcpItem("byte", WINDOW_BARRIER),))
+
+    def _send_gate(self) -> Emitted:
+        sends = self._gate_chain("out", self.seq, last_only_tagged=False)
+        self.send_outstanding += len(sends)
+        self.phase = WAIT
+        return Emitted(sends=sends)
+
+    def _gate_done(self) -> Emitted:
+        if self.recv_done < self.seq:
+            raise EngineError(f"gate {self.seq} is not complete (recv_done {self.recv_done})")
+        recvs = self._gate_chain("in", self.seq + self.cfg.window, last_only_tagged=True)
+        self.last_gate_seq = self.seq
+        self.phase = HOLD
+        return Emitted(recvs=recvs)
+
+    def _write_header(self) -> Emitted:
+        self.phase = BIG_HDR_READ
+        return Emitted(tcp_out=(TcpItem("header", self.big_no, self.big_chunks, self.grant),))
+
+    def _post_dummies(self) -> Emitted:
+        n = self.cfg.window * self.chunks
+        sends = tuple(self._wr(TAG_BULK | (i + 1), "none", 0, 0, 0) for i in range(n))
+        self.send_outstanding += n
+        self.drain_recvs = self.drain_sends = 0
+        self.phase = DRAIN_WAIT
+        return Emitted(sends=sends)
+
+    def _drain_done(self) -> Emitted:
+        n = self.cfg.window * self.chunks
+        if self.drain_recvs < n or self.drain_sends < n or self.send_outstanding:
+            raise EngineError(f"the drain is not over ({self.drain_recvs}/{n} receives, "
+                              f"{self.drain_sends}/{n} sends, {self.send_outstanding} "
+                              f"outstanding)")
+        self.recv_done, self.window_active = self.last_gate_seq, False
+        self.phase = BIG_BEGIN if self.big_header_done else BIG_HDR_SEND
+        return Emitted()
+
+    def _begin_window(self) -> Emitted:
+        if self.window_active:
+            return self._fail(errors.BIG_UNAVAILABLE())
+        self.big_win = min(self.big_depth, self.big_chunks - self.big_base)
+        self.big_posted = self.big_sent = self.big_send_done = 0
+        self.big_recvd = set()
+        self.phase = BIG_POST
+        return Emitted()
+
+    def _post_staging(self) -> Emitted:
+        c = self.cfg
+        n = min(c.chain_max, self.big_win - self.big_posted)
+        first = self.big_posted
+        recvs = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg)
+                      for i in range(first, first + n))
+        self.big_posted += n
+        if self.big_posted == self.big_win:
+            self.phase = BIG_BAR_SEND
+        return Emitted(recvs=recvs)
+
+    def _big_barrier(self) -> Emitted:
+        self.barrier_tag = (self.barrier_tag + 1) & 0xFF
+        self.phase = BIG_BAR_READ
+        return Emitted(tcp_out=(TcpItem("byte", self.barrier_tag),))
+
+    def _big_progress(self) -> Emitted:
+        """Stage and post the next sub-batch of sends, or, with the window's every receive and
+        send complete, move to the next window."""
+        c = self.cfg
+        room = min(c.chain_max, self.big_win - self.big_sent,
+                   c.big_send_depth() - self.send_outstanding)
+        if room > 0:
+            first = self.big_sent
+            sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg)
+                          for i in range(first, first + room))
+            self.big_sent += room
+            self.send_outstanding += room
+            return Emitted(sends=sends)
+        if not (self.big_sent == self.big_win and len(self.big_recvd) == self.big_win
+                and self.big_send_done >= self.big_win):
+            raise EngineError("the big-gate window is neither sendable nor complete")
+        self.big_base += self.big_win
+        self.phase = IDLE if self.big_base >= self.big_chunks else BIG_BEGIN
+        return Emitted()
+
+    # ------------------------------------------------------------------ inputs
+    def tcp_read(self, item: TcpItem) -> Emitted:
+        """What a read of the TCP side channel returned, in a phase that reads it."""
+        self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ)
+        if self.phase == ARM_BAR_READ:
+            if item.kind != "byte" or item.value != WINDOW_BARRIER:
+                got = item.value if item.kind == "byte" else HEADER_MAGIC & 0xFF
+                return self._fail(errors.WINDOW_BARRIER_MISMATCH(got=got, want=WINDOW_BARRIER))
+            self.window_active, self.phase = True, SEND
+            return Emitted()
+        if self.phase == BIG_BAR_READ:
+            if item.kind != "byte" or item.value != self.barrier_tag:
+                return self._fail(errors.BIG_BARRIER())
+            self.phase = BIG_XFER
+            return Emitted()
+        return self._read_header(item)
+
+    def _read_header(self, item: TcpItem) -> Emitted:
+        if item.kind != "header":
+            return self._fail(errors.BIG_HEADER_MISFRAMED(item=f"byte 0x{item.value:02x}"))
+        if item.value != self.big_no:
+            return self._fail(errors.BIG_DESYNC(got_layer=BIG_LAYER, got_tag=BIG_MAGIC,
+                                                got_seq=item.value, layer=BIG_LAYER,
+                                                seq=self.big_no))
+        if item.chunks != self.big_chunks:
+            return self._fail(errors.BIG_SIZE_MISMATCH(big=self.big_no, chunks=self.big_chunks,
+                                                       peer_chunks=item.chunks))
+        self.big_header_done = True
+        self.big_depth = self.cfg.big_window(min(self.grant, item.depth))
+        self.phase = DRAIN_POST if self.window_active else BIG_BEGIN
+        return Emitted()
+
+    def poll_size(self) -> int:
+        """How many completions the next poll asks for (ds4's ibv_wc array in this wait)."""
+        self._need(WAIT, DRAIN_WAIT, BIG_XFER)
+        if self.phase == DRAIN_WAIT:
+            return 2 * self.cfg.window + 1
+        return BIG_POLL if self.phase == BIG_XFER else DECODE_POLL
+
+    def completions(self, polled: tuple[Completion, ...]) -> Emitted:
+        """Account for what one poll returned, in order; an error status ends the wait."""
+        self._need(WAIT, DRAIN_WAIT, BIG_XFER)
+        for c in polled:
+            if c.status != WC_SUCCESS:
+                return self._fail(self._completion_error(c))
+            if c.wr_id & TAG_WARM:
+                continue        # a warm-up leftover from setup, not one of ours
+            if c.opcode == "send":
+                self._send_completed(c)
+                continue
+            failure = self._received(c)
+            if failure:
+                return self._fail(failure)
+        return Emitted()
+
+    def _send_completed(self, c: Completion) -> None:
+        self.send_outstanding = max(0, self.send_outstanding - 1)
+        if c.wr_id & TAG_BULK:
+            if self.phase == DRAIN_WAIT:
+                self.drain_sends += 1
+            elif self.phase == BIG_XFER:
+                self.big_send_done += 1
+
+    def _received(self, c: Completion) -> str:
+        """Account for one receive completion; the error text if the window refuses it."""
+        if self.phase == DRAIN_WAIT:
+            self.drain_recvs += 1
+        elif self.phase == BIG_XFER:
+            # the tag, then the 1-based index (range, duplicate), then the length
+            if not c.wr_id & TAG_BULK:
+                return errors.BIG_UNTAGGED(wr_id=c.wr_id)
+            idx = (c.wr_id & ~TAG_MASK) - 1
+            if not 0 <= idx < self.big_win or idx in self.big_recvd:
+                return errors.BIG_INVALID(wr_id=c.wr_id)
+            if c.byte_len != self.cfg.max_msg:
+                return errors.BIG_LENGTH(chunk=idx, got=c.byte_len, want=self.cfg.max_msg)
+            self.big_recvd.add(idx)
+        else:
+            self.recv_done = max(self.recv_done, c.wr_id)
+        return ""
+
+    def _completion_error(self, c: Completion) -> str:
+        status = errors.WC_STATUS(status=c.status)
+        if self.phase == DRAIN_WAIT:
+            return errors.DRAIN_COMPLETION(status=status)
+        if self.phase == BIG_XFER:
+            return errors.BIG_COMPLETION(status=status)
+        return errors.GATE_COMPLETION(status=status, wr_id=c.wr_id)
+
+    # ------------------------------------------------------------------ the environment
+    def timeout(self) -> Emitted:
+        """The wait's deadline passed."""
+        self._need(WAIT, DRAIN_WAIT, BIG_XFER)
+        if self.phase == WAIT:
+            return self._fail(errors.GATE_TIMEOUT(seq=self.seq, recv_done=self.recv_done))
+        if self.phase == DRAIN_WAIT:
+            return self._fail(errors.DRAIN_TIMEOUT(recvs=self.drain_recvs,
+                                                   want=self.cfg.window * self.chunks))
+        return self._fail(errors.BIG_TIMEOUT(recvs=len(self.big_recvd), chunks=self.big_win,
+                                             sends=self.big_send_done, sent=self.big_sent))
+
+    def peer_closed(self) -> Emitted:
+        """The peer's TCP socket closed, seen by a wait's liveness check or by a read."""
+        text = {WAIT: errors.GATE_PEER, DRAIN_WAIT: errors.DRAIN_PEER, BIG_XFER: errors.BIG_PEER,
+                ARM_BAR_READ: errors.WINDOW_BARRIER_CLOSED,
+                BIG_BAR_READ: errors.BIG_BARRIER}.get(self.phase)
+        if text is not None:
+            return self._fail(text())
+        self._need(BIG_HDR_READ)
+        return self._fail(errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=self.big_no,
+                                                   reason=errors.PEER_CLOSED_ERRNO))
+
+    def crash(self) -> None:
+        """The process died: nothing more comes from this rank."""
+        self.phase, self.error = CRASHED, "crashed"
