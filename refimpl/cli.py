@@ -35,6 +35,7 @@ from verbspec.proofs.report import (
 )
 from verbspec.proofs.run import METHODS, MethodUnavailable, Options, run_method
 from verbspec.proofs.traces import read_trace
+from verbspec.refimpl.conformance import CONFORMANCE
 from verbspec.spec import protocols
 from verbspec.spec.itf import (
     TraceFormatError,
@@ -137,6 +138,11 @@ def _parser() -> Parser:
     r = add("replay", "re-run an ITF trace against the spec, checking every recorded state and "
                       "the recorded violation")
     r.add_argument("file", type=Path, help="an ITF trace written by verbspec")
+    r.add_argument("--impl", default=None, metavar="refimpl|MODULE:FACTORY",
+                   help="also run the trace's moves in lockstep with this implementation of "
+                        "the gate ranks, comparing it with the spec at every step")
+    _conform_parser(add("conform", "hold an implementation of the gate protocol's ranks to "
+                                   "the spec: random runs of the spec drive it in lockstep"))
     m = add("match", "run the tag-matching engine on a scenario file")
     m.add_argument("file", help="a scenario JSON file; - reads standard input")
     _regions_parser(add("regions", "prove the gate invariants over a parameter region and "
@@ -195,6 +201,27 @@ def _check_parser(c: Parser) -> None:
                    default=os.environ.get("VERBSPEC_HYPOTHESIS_DIR") or None, metavar="DIR",
                    help="explore: keep Hypothesis's storage (its caches) in DIR; None (or "
                         "VERBSPEC_HYPOTHESIS_DIR unset): a temporary directory, removed after")
+
+
+def _conform_parser(c: Parser) -> None:
+    from verbspec.refimpl.conformance import FAULT_RATE
+
+    c.add_argument("--impl", default="refimpl", metavar="refimpl|MODULE:FACTORY",
+                   help="the implementation: the reference engine, or a callable "
+                        "(config, rank, granted depth) -> an object with the GateImpl methods")
+    c.add_argument("--protocol", choices=("gate",), default="gate",
+                   help="which protocol (the tag-matching engine is not written yet)")
+    c.add_argument("--examples", type=int, default=200, help="random runs")
+    c.add_argument("--steps", type=int, default=3000, help="steps per run at most")
+    c.add_argument("--fault-rate", type=float, default=FAULT_RATE,
+                   help="probability of a fault at a step where one is enabled")
+    c.add_argument("--seed", type=int, default=0, help="run k is seeded with SEED + k")
+    c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a parameter (repeatable; see 'verbspec params')")
+    c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
+                   help="directory for the trace of a mismatching run")
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def _regions_parser(g: Parser) -> None:
@@ -524,6 +551,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise TraceFormatError(f"$.#meta.protocol: unknown protocol {proto!r}")
     variants = tuple(meta.get("variants", ()))
     system = protocols.load(proto).build(meta.get("params", {}), variants)
+    if args.impl is not None:
+        return _replay_impl(args.impl, proto, system, moves)
     t0 = time.perf_counter()
     violation = None
     said = meta.get("violation")
@@ -535,6 +564,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         trace, violation = e.trace, e
     if said == DIVERGENCE and proto == "gate":
         return _replay_divergence(trace, recorded, violation)
+    if said == CONFORMANCE:
+        problem = disagreement(trace, recorded, None, violation)
+        if problem is not None:
+            print(f"replay disagrees with the trace: {problem}")
+        else:
+            print(f"replayed {len(trace) - 1} steps: the spec agrees with every recorded state; "
+                  f"the trace records an implementation differing at its last step (--impl "
+                  f"NAME re-runs an implementation on it)")
+        return EXIT_VIOLATION
     problem = disagreement(trace, recorded, said, violation)
     if problem is not None:
         print(f"replay disagrees with the trace: {problem}")
@@ -630,8 +668,65 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return trace_main(args)
 
 
-COMMANDS = {"check": cmd_check, "variants": cmd_variants, "profiles": cmd_profiles,
-            "params": cmd_params, "invariants": cmd_invariants, "replay": cmd_replay,
+def cmd_conform(args: argparse.Namespace) -> int:
+    """Random lockstep runs of the gate spec with the implementation on both ranks."""
+    from verbspec.proofs.traces import save_counterexample
+    from verbspec.refimpl.conformance import conform, resolve
+    from verbspec.refimpl.progress import Progress
+
+    for n in ("examples", "steps"):
+        if getattr(args, n) < 1:
+            raise ParamError(f"--{n} must be at least 1")
+    if not 0 <= args.fault_rate <= 1:
+        raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
+    try:
+        factory = resolve(args.impl)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    gate = protocols.load(args.protocol)
+    system = gate.build(parse_assignments(gate.PARAMS, args.param))
+    check_dir(args.trace_dir, "--trace-dir")
+    with Progress(enabled=not args.quiet, label="verbspec conform") as progress:
+        progress.start(f"{args.impl} against the {args.protocol} spec")
+        rep = conform(system, factory, args.impl, sequences=args.examples, steps=args.steps,
+                      seed=args.seed, fault_rate=args.fault_rate, progress=progress.note)
+        progress.done()
+    path = (save_counterexample(rep.trace, args.trace_dir, "conform")
+            if rep.mismatch is not None and rep.trace is not None else None)
+    if args.json:
+        print(json.dumps({**rep.as_json(), "trace": path}, indent=1))
+    else:
+        print(f"{args.impl} against the {args.protocol} spec: {rep.sequences} runs, "
+              f"{rep.steps:,} steps, {len(rep.actions)} of {rep.actions_total} actions, "
+              f"{rep.seconds:.1f}s")
+        if rep.mismatch is not None:
+            print(f"mismatch: {rep.mismatch}\n  trace: {path}")
+        else:
+            print("no mismatch")
+    return EXIT_VIOLATION if rep.mismatch is not None else EXIT_OK
+
+
+def _replay_impl(impl: str, proto: str, system: Any,
+                 moves: list[tuple[str, dict[str, Any]]]) -> int:
+    """A trace's moves in lockstep with an implementation of the gate ranks."""
+    from verbspec.refimpl.conformance import GateHarness, resolve
+
+    if proto != "gate":
+        raise InputError(f"--impl: only gate implementations can be replayed, not {proto}")
+    try:
+        run = GateHarness(system, resolve(impl)).follow(moves)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    if run.mismatch is not None:
+        print(f"{impl} differs from the spec: {run.mismatch}")
+        return EXIT_VIOLATION
+    print(f"{impl} agreed with the spec on all {run.steps} steps")
+    return EXIT_OK
+
+
+COMMANDS = {"check": cmd_check, "conform": cmd_conform, "variants": cmd_variants,
+            "profiles": cmd_profiles, "params": cmd_params, "invariants": cmd_invariants,
+            "replay": cmd_replay,
             "match": cmd_match, "regions": cmd_regions, "trace": cmd_trace}
 
 if __name__ == "__main__":

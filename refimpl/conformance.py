@@ -17,7 +17,11 @@ An implementation fits ``GateImpl``; ``refimpl.gate_engine.GateEngine`` is the r
 
 from __future__ import annotations
 
+import importlib
+import os
 import random
+import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +35,7 @@ from verbspec.spec.gate.state import GateState, Observation
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import GateSystem
 from verbspec.spec.gate.wire import TcpItem
-from verbspec.spec.lts import Trace, TraceStep
+from verbspec.spec.lts import Action, Trace, TraceStep, start_trace
 
 
 class GateImpl(Protocol):
@@ -69,6 +73,7 @@ SETUP, CALL_BIG, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
     name_of(f) for f in (GateSpec.do_setup, GateSpec.do_call_big, GateSpec.do_consume,
                          GateSpec.do_reap, GateSpec.do_timeout, GateSpec.do_peer_gone,
                          GateSpec.do_crash))
+CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
 FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
 VIEW_FIELDS = ("phase", "recv_done", "last_gate_seq", "window_active", "send_outstanding",
                "error")
@@ -180,17 +185,47 @@ class GateHarness:
         """One random run of at most ``max_steps``: at each step a fault with probability
         ``fault_rate`` where one is enabled, otherwise any enabled progress step, equally
         likely."""
-        system = self.system
-        s, impls = self.fresh()
-        out = Run(trace=Trace(system.protocol, system.param_dict(), system.variants))
-        for i in range(1, max_steps + 1):
-            choices = [(a, args) for a in system.actions for args in a.enabled(s)]
+
+        def choose(s: GateState, i: int) -> tuple[Action, tuple] | None:
+            if i > max_steps:
+                return None
+            choices = [(a, args) for a in self.system.actions for args in a.enabled(s)]
+            if not choices:
+                return None
             faults = [c for c in choices if c[0].fault]
             progress = [c for c in choices if not c[0].fault]
-            if not choices:
-                break
-            pool = faults if faults and (not progress or rng.random() < fault_rate) else progress
-            a, args = rng.choice(pool)
+            use = faults if faults and (not progress or rng.random() < fault_rate) else progress
+            return rng.choice(use)
+
+        return self._lockstep(choose)
+
+    def follow(self, moves: Sequence[tuple[str, dict[str, Any]]]) -> Run:
+        """The recorded moves of a trace, in lockstep; ValueError naming the first move that
+        the spec does not have enabled."""
+        table = {a.name: a for a in self.system.actions}
+
+        def choose(s: GateState, i: int) -> tuple[Action, tuple] | None:
+            if i > len(moves):
+                return None
+            name, kwargs = moves[i - 1]
+            a = table.get(name)
+            if a is None:
+                raise ValueError(f"step {i}: unknown action {name!r}")
+            args = tuple(kwargs.get(p) for p in a.params)
+            if args not in list(a.enabled(s)):
+                raise ValueError(f"step {i}: action {name}{args} is not enabled")
+            return a, args
+
+        return self._lockstep(choose)
+
+    def _lockstep(self, choose: Callable[[GateState, int], tuple[Action, tuple] | None]) -> Run:
+        """Steps chosen by ``choose(state, index)`` until it returns None or the
+        implementation differs from the spec."""
+        s, impls = self.fresh()
+        out = Run(trace=start_trace(self.system, self.system.variants))
+        i = 1
+        while (move := choose(s, i)) is not None:
+            a, args = move
             post, obs = a.apply(s, *args)
             out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
             named = dict(zip(a.params, args, strict=True))
@@ -204,8 +239,73 @@ class GateHarness:
             if diff is not None:
                 what, want, have = diff
                 out.mismatch = Mismatch(i, a.name, named, what, want, have)
-                out.trace.violation = "conformance"
+                out.trace.violation = CONFORMANCE
                 out.trace.message = str(out.mismatch)
                 return out
-            s = post
+            s, i = post, i + 1
         return out
+
+
+# ---------------------------------------------------------------------------- the suite
+@dataclass
+class Report:
+    impl: str
+    protocol: str
+    sequences: int = 0
+    steps: int = 0
+    actions: Counter = field(default_factory=Counter)
+    actions_total: int = 0
+    seconds: float = 0.0
+    mismatch: Mismatch | None = None
+    trace: Trace | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"impl": self.impl, "protocol": self.protocol, "sequences": self.sequences,
+                "steps": self.steps, "mismatches": int(self.mismatch is not None),
+                "actions_covered": len(self.actions), "actions_total": self.actions_total,
+                "actions": dict(sorted(self.actions.items())),
+                "seconds": round(self.seconds, 3),
+                "mismatch": str(self.mismatch) if self.mismatch else None}
+
+
+def resolve(impl: str) -> Factory:
+    """``refimpl`` (the reference engine) or ``MODULE:FACTORY``, a callable
+    (configuration, rank, granted depth) -> implementation; ValueError naming what is
+    wrong."""
+    if impl == "refimpl":
+        return reference
+    module, sep, attr = impl.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"--impl {impl!r}: expected refimpl or MODULE:FACTORY")
+    if os.getcwd() not in sys.path:     # as ``python -m`` finds modules: from here first
+        sys.path.insert(0, os.getcwd())
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except ImportError as e:
+        raise ValueError(f"--impl {impl!r}: cannot import {module}: {e}") from None
+    except AttributeError:
+        raise ValueError(f"--impl {impl!r}: {module} has no {attr}") from None
+    if not callable(found):
+        raise ValueError(f"--impl {impl!r}: {module}.{attr} is not callable")
+    return found
+
+
+def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, steps: int,
+            seed: int = 0, fault_rate: float = FAULT_RATE,
+            progress: Callable[[str], None] | None = None) -> Report:
+    """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
+    differs; that run is kept, ending at its first mismatching step."""
+    harness = GateHarness(system, factory)
+    out = Report(impl, system.protocol, actions_total=len(system.actions))
+    t0 = time.perf_counter()
+    for k in range(sequences):
+        run = harness.run(random.Random(seed + k), steps, fault_rate)
+        out.sequences, out.steps = k + 1, out.steps + run.steps
+        out.actions.update(run.actions)
+        if run.mismatch is not None:
+            out.mismatch, out.trace = run.mismatch, run.trace
+            break
+        if progress:
+            progress(f"{k + 1} sequences, {out.steps:,} steps")
+    out.seconds = time.perf_counter() - t0
+    return out

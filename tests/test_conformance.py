@@ -5,6 +5,7 @@ engine imports nothing of the spec but its configuration and constants."""
 from __future__ import annotations
 
 import ast
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from verbspec.refimpl import gate_engine
-from verbspec.refimpl.conformance import GateHarness
+from verbspec.refimpl.cli import main
+from verbspec.refimpl.conformance import CONFORMANCE, GateHarness
 from verbspec.refimpl.gate_engine import Emitted, GateEngine
 from verbspec.spec.actions import action_names
 from verbspec.spec.gate import errors
@@ -20,7 +22,6 @@ from verbspec.spec.gate.state import FAILED
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = [{}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes": 100},
            {"window": 3, "ops": 10, "qp_type": "rc"}, {"faults": 0, "ops": 20}]
 
@@ -78,7 +79,7 @@ def test_a_planted_engine_bug_is_caught_at_its_step(engine, values, what):
                                   n=60, fault_rate=0.05) if r.mismatch), None)
     assert first is not None, f"{engine.__name__} went unnoticed in 60 runs"
     assert first.mismatch.what == what
-    assert first.trace.violation == "conformance" and len(first.trace.steps) == first.steps
+    assert first.trace.violation == CONFORMANCE and len(first.trace.steps) == first.steps + 1
     assert f"step {first.steps} " in str(first.mismatch)
 
 
@@ -98,3 +99,61 @@ def test_the_engine_imports_only_configuration_and_constants():
             if node.module == "verbspec.spec.gate.state":
                 # names of phases and wire constants, never the spec's types or steps
                 assert all(a.name.isupper() for a in node.names), [a.name for a in node.names]
+
+
+def test_conform_command_reports_the_reference_engine_clean(capsys, tmp_path):
+    assert main(["conform", "--examples", "20", "--quiet", "--json",
+                 "--trace-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["impl"], out["protocol"], out["sequences"], out["mismatches"]) == (
+        "refimpl", "gate", 20, 0)
+    assert out["steps"] == sum(out["actions"].values()) and out["steps"] > 1000
+    assert out["actions_covered"] == len(out["actions"]) and out["actions_total"] == 29
+    assert out["trace"] is None and not list(tmp_path.iterdir())
+
+
+LATE = '''
+from verbspec.refimpl.gate_engine import Emitted, GateEngine
+
+
+class Late(GateEngine):
+    def _gate_done(self):
+        super()._gate_done()
+        return Emitted(recvs=self._gate_chain("in", self.seq + self.cfg.window + 1, True))
+
+
+def make(cfg, rank, grant):
+    return Late(cfg, grant)
+'''
+
+
+def test_conform_command_catches_an_implementation_named_by_module(capsys, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "late_impl.py").write_text(LATE, encoding="utf-8")
+    assert main(["conform", "--impl", "late_impl:make", "--param", "window=2", "--param",
+                 "ops=6", "--quiet", "--json", "--trace-dir", "traces"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["mismatches"] == 1 and "gate_done(rank=" in out["mismatch"]
+    assert "receives posted" in out["mismatch"]
+    trace = out["trace"]
+    assert main(["replay", "--impl", "late_impl:make", trace]) == 1
+    assert capsys.readouterr().out.startswith("late_impl:make differs from the spec: step ")
+    assert main(["replay", "--impl", "refimpl", trace]) == 0
+    assert "refimpl agreed with the spec on all" in capsys.readouterr().out
+    assert main(["replay", trace]) == 1
+    assert "the spec agrees with every recorded state" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--impl", "nope"], "--impl 'nope': expected refimpl or MODULE:FACTORY"),
+    (["--impl", "no_such_module_here:make"], "cannot import no_such_module_here"),
+    (["--impl", "json:no_such_factory"], "json has no no_such_factory"),
+    (["--fault-rate", "2"], "--fault-rate must be between 0 and 1, not 2.0"),
+    (["--examples", "0"], "--examples must be at least 1"),
+    (["--param", "window=0"], "window"),
+])
+def test_conform_command_refuses_bad_input_by_name(argv, message, capsys, tmp_path):
+    assert main(["conform", "--quiet", "--trace-dir", str(tmp_path), *argv]) == 3
+    assert message in capsys.readouterr().err
