@@ -212,6 +212,9 @@ def _conform_parser(c: Parser) -> None:
     c.add_argument("--protocol", choices=("gate",), default="gate",
                    help="which protocol (the tag-matching engine is not written yet)")
     c.add_argument("--examples", type=int, default=200, help="random runs")
+    c.add_argument("--exhaustive", action="store_true",
+                   help="instead of random runs: every reachable edge of small base-protocol "
+                        "configurations (those of prove's refinement check), each once")
     c.add_argument("--steps", type=int, default=3000, help="steps per run at most")
     c.add_argument("--fault-rate", type=float, default=FAULT_RATE,
                    help="probability of a fault at a step where one is enabled")
@@ -671,7 +674,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 def cmd_conform(args: argparse.Namespace) -> int:
     """Random lockstep runs of the gate spec with the implementation on both ranks."""
     from verbspec.proofs.traces import save_counterexample
-    from verbspec.refimpl.conformance import conform, resolve
+    from verbspec.refimpl.conformance import conform, conform_every_edge, resolve
     from verbspec.refimpl.progress import Progress
 
     for n in ("examples", "steps"):
@@ -688,17 +691,25 @@ def cmd_conform(args: argparse.Namespace) -> int:
     check_dir(args.trace_dir, "--trace-dir")
     with Progress(enabled=not args.quiet, label="verbspec conform") as progress:
         progress.start(f"{args.impl} against the {args.protocol} spec")
-        rep = conform(system, factory, args.impl, sequences=args.examples, steps=args.steps,
-                      seed=args.seed, fault_rate=args.fault_rate, progress=progress.note)
+        if args.exhaustive:
+            if args.param:
+                raise ParamError("--exhaustive runs its own configurations: no --param")
+            rep = conform_every_edge(factory, args.impl, progress=progress.note)
+        else:
+            rep = conform(system, factory, args.impl, sequences=args.examples,
+                          steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,
+                          progress=progress.note)
         progress.done()
     path = (save_counterexample(rep.trace, args.trace_dir, "conform")
             if rep.mismatch is not None and rep.trace is not None else None)
     if args.json:
         print(json.dumps({**rep.as_json(), "trace": path}, indent=1))
     else:
-        print(f"{args.impl} against the {args.protocol} spec: {rep.sequences} runs, "
-              f"{rep.steps:,} steps, {len(rep.actions)} of {rep.actions_total} actions, "
-              f"{rep.seconds:.1f}s")
+        what = (f"every edge of {rep.sweep['configs']} configurations: {rep.sweep['states']:,} "
+                f"states, {rep.sweep['edges']:,} edges, depth {rep.sweep['depth']}"
+                if rep.sweep else f"{rep.sequences} runs, {rep.steps:,} steps")
+        print(f"{args.impl} against the {args.protocol} spec: {what}, {len(rep.actions)} of "
+              f"{rep.actions_total} actions, {rep.seconds:.1f}s")
         if rep.mismatch is not None:
             print(f"mismatch: {rep.mismatch}\n  trace: {path}")
         else:

@@ -17,12 +17,13 @@ An implementation fits ``GateImpl``; ``refimpl.gate_engine.GateEngine`` is the r
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import random
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -230,12 +231,7 @@ class GateHarness:
             out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
             named = dict(zip(a.params, args, strict=True))
             out.trace.steps.append(TraceStep(a.name, named, post, obs))
-            try:
-                diff = self.compare(obs, self.deliver(impls, s, a.name, args, obs), impls)
-            except Disagreement as d:
-                diff = (d.what, d.expected, d.actual)
-            except Exception as e:      # an implementation refusing the step is a mismatch
-                diff = ("the step", "taken", f"{type(e).__name__}: {e}")
+            diff = self._step(impls, s, a.name, args, obs)
             if diff is not None:
                 what, want, have = diff
                 out.mismatch = Mismatch(i, a.name, named, what, want, have)
@@ -244,6 +240,79 @@ class GateHarness:
                 return out
             s, i = post, i + 1
         return out
+
+
+    def every_edge(self, max_faults: int) -> Sweep:
+        """Every edge (state, action, arguments) reachable in runs of at most ``max_faults``
+        fault actions, each executed once in lockstep, breadth first. Each state is entered
+        with the implementations as the first (a shortest) path to it left them, copied with
+        copy.deepcopy for each edge out of it; a mismatch ends the sweep with that shortest
+        path as its trace."""
+        s0, impls0 = self.fresh()
+        root = (s0, 0)
+        # node -> (parent node, action, args, post state, observation) of its first path
+        parent: dict[tuple[GateState, int], tuple | None] = {root: None}
+        frontier = deque([(root, impls0, 0)])
+        out = Sweep()
+        while frontier:
+            node, impls, depth = frontier.popleft()
+            s, faults = node
+            out.states, out.depth = out.states + 1, max(out.depth, depth)
+            for a in self.system.actions:
+                if a.fault and faults >= max_faults:
+                    continue
+                for args in a.enabled(s):
+                    mine = copy.deepcopy(impls)
+                    post, obs = a.apply(s, *args)
+                    out.edges += 1
+                    out.actions[a.name] += 1
+                    diff = self._step(mine, s, a.name, args, obs)
+                    nxt = (post, faults + a.fault)
+                    if diff is not None:
+                        named = dict(zip(a.params, args, strict=True))
+                        out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
+                        out.trace = self._path(parent, node, (a.name, args, post, obs))
+                        out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                        return out
+                    if nxt not in parent:
+                        parent[nxt] = (node, a.name, args, post, obs)
+                        frontier.append((nxt, mine, depth + 1))
+        return out
+
+    def _path(self, parent: dict, node: Any, last: tuple) -> Trace:
+        """The first path to ``node`` and then the step ``last``, as a trace."""
+        steps = [last]
+        while parent[node] is not None:
+            node, *step = parent[node]
+            steps.append(tuple(step))
+        trace = start_trace(self.system, self.system.variants)
+        table = {a.name: a for a in self.system.actions}
+        for name, args, post, obs in reversed(steps):
+            named = dict(zip(table[name].params, args, strict=True))
+            trace.steps.append(TraceStep(name, named, post, obs))
+        return trace
+
+    def _step(self, impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
+              obs: Observation) -> tuple[str, Any, Any] | None:
+        """One spec step handed to the implementations: the first difference, or None."""
+        try:
+            return self.compare(obs, self.deliver(impls, pre, name, args, obs), impls)
+        except Disagreement as d:
+            return d.what, d.expected, d.actual
+        except Exception as e:      # an implementation refusing the step is a mismatch
+            return "the step", "taken", f"{type(e).__name__}: {e}"
+
+
+@dataclass
+class Sweep:
+    """What an every-edge sweep covered, and its mismatch if one was found."""
+
+    states: int = 0
+    edges: int = 0
+    depth: int = 0
+    actions: Counter = field(default_factory=Counter)
+    mismatch: Mismatch | None = None
+    trace: Trace | None = None
 
 
 # ---------------------------------------------------------------------------- the suite
@@ -258,13 +327,17 @@ class Report:
     seconds: float = 0.0
     mismatch: Mismatch | None = None
     trace: Trace | None = None
+    sweep: dict[str, int] | None = None     # every-edge mode: configs, states, edges, depth
 
     def as_json(self) -> dict[str, Any]:
+        edges = self.sweep["edges"] if self.sweep else None
         return {"impl": self.impl, "protocol": self.protocol, "sequences": self.sequences,
                 "steps": self.steps, "mismatches": int(self.mismatch is not None),
                 "actions_covered": len(self.actions), "actions_total": self.actions_total,
                 "actions": dict(sorted(self.actions.items())),
-                "seconds": round(self.seconds, 3),
+                "edges_covered": edges,
+                "edges_total": edges if self.sweep and self.mismatch is None else None,
+                "exhaustive": self.sweep, "seconds": round(self.seconds, 3),
                 "mismatch": str(self.mismatch) if self.mismatch else None}
 
 
@@ -307,5 +380,36 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
             break
         if progress:
             progress(f"{k + 1} sequences, {out.steps:,} steps")
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def conform_every_edge(factory: Factory, impl: str,
+                       progress: Callable[[str], None] | None = None) -> Report:
+    """Every reachable edge of the small base-protocol configurations the model's refinement
+    check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
+    fault action), each executed once in lockstep; stops at the first mismatch."""
+    from verbspec.proofs.gate.refinement import CONFIGS
+    from verbspec.spec.gate.system import build
+
+    t0 = time.perf_counter()
+    base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
+    out = Report(impl, "gate", sweep={"configs": 0, "states": 0, "edges": 0, "depth": 0})
+    for values, faults in base:
+        system = build(values)
+        out.actions_total = max(out.actions_total, len(system.actions))
+        sw = GateHarness(system, factory).every_edge(faults)
+        out.sweep["configs"] += 1
+        for k in ("states", "edges"):
+            out.sweep[k] += getattr(sw, k)
+        out.sweep["depth"] = max(out.sweep["depth"], sw.depth)
+        out.steps += sw.edges
+        out.actions.update(sw.actions)
+        if progress:
+            progress(f"{out.sweep['configs']} of {len(base)} configurations, "
+                     f"{out.sweep['edges']:,} edges")
+        if sw.mismatch is not None:
+            out.mismatch, out.trace = sw.mismatch, sw.trace
+            break
     out.seconds = time.perf_counter() - t0
     return out

@@ -157,3 +157,35 @@ def test_conform_command_catches_an_implementation_named_by_module(capsys, tmp_p
 def test_conform_command_refuses_bad_input_by_name(argv, message, capsys, tmp_path):
     assert main(["conform", "--quiet", "--trace-dir", str(tmp_path), *argv]) == 3
     assert message in capsys.readouterr().err
+
+
+def test_every_edge_of_a_small_configuration_conforms():
+    sweep = GateHarness(build({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2,
+                               "big_gates": 0, "faults": 1})).every_edge(1)
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    # decode gates past the window, and a decode gate's faults (peer_gone needs a crash
+    # first: two faults, in the slow sweep)
+    assert (sweep.states, sweep.edges) == (13_107, 32_418)
+    assert {"gate_done", "crash", "timeout", "bad_call", "error_completion",
+            "stray_completion"} <= set(sweep.actions)
+
+
+def test_every_edge_finds_a_planted_bug_on_a_shortest_path():
+    sweep = GateHarness(build({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 3,
+                               "big_gates": 0, "faults": 0}),
+                        lambda cfg, r, grant: RepostTooFar(cfg, grant)).every_edge(0)
+    assert sweep.mismatch is not None and sweep.mismatch.action == "gate_done"
+    # breadth first: the first gate's repost is the earliest the bug shows
+    steps = [s.action for s in sweep.trace.steps[1:]]
+    assert steps[-1] == "gate_done" and steps.count("gate_done") == 1
+    assert len(steps) == sweep.mismatch.step
+
+
+@pytest.mark.slow
+def test_conform_exhaustive_covers_every_action_but_wire_loss(capsys, tmp_path):
+    assert main(["conform", "--exhaustive", "--quiet", "--json",
+                 "--trace-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == 6
+    assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
+    assert set(action_names(GateSpec)) - set(out["actions"]) == {"lose"}
