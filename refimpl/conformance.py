@@ -341,12 +341,19 @@ class Report:
                 "mismatch": str(self.mismatch) if self.mismatch else None}
 
 
+HAZARD_PREFIX = "variant:"
+
+
 def resolve(impl: str) -> Factory:
-    """``refimpl`` (the reference engine) or ``MODULE:FACTORY``, a callable
-    (configuration, rank, granted depth) -> implementation; ValueError naming what is
-    wrong."""
+    """``refimpl`` (the reference engine), ``variant:NAME`` (the reference engine behaving as
+    the named variant, refimpl/hazards.py) or ``MODULE:FACTORY``, a callable (configuration,
+    rank, granted depth) -> implementation; ValueError naming what is wrong."""
     if impl == "refimpl":
         return reference
+    if impl.startswith(HAZARD_PREFIX):
+        from verbspec.refimpl.hazards import hazard
+
+        return hazard(impl[len(HAZARD_PREFIX):])
     module, sep, attr = impl.partition(":")
     if not sep or not module or not attr:
         raise ValueError(f"--impl {impl!r}: expected refimpl or MODULE:FACTORY")

@@ -14,13 +14,15 @@ import pytest
 
 from verbspec.refimpl import gate_engine
 from verbspec.refimpl.cli import main
-from verbspec.refimpl.conformance import CONFORMANCE, GateHarness
+from verbspec.refimpl.conformance import CONFORMANCE, GateHarness, conform_every_edge, resolve
 from verbspec.refimpl.gate_engine import Emitted, GateEngine
+from verbspec.refimpl.hazards import HAZARDS
 from verbspec.spec.actions import action_names
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.state import FAILED
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
+from verbspec.spec.gate.variants import VARIANTS as GATE_VARIANTS
 
 CONFIGS = [{}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes": 100},
            {"window": 3, "ops": 10, "qp_type": "rc"}, {"faults": 0, "ops": 20}]
@@ -41,6 +43,7 @@ def test_the_reference_engine_conforms(values):
     assert sum(r.steps for r in done) > 2_000
 
 
+@pytest.mark.slow
 def test_every_action_but_wire_loss_reaches_the_engines():
     seen = Counter()
     for values in CONFIGS:
@@ -114,6 +117,7 @@ def test_conform_command_reports_the_reference_engine_clean(capsys, tmp_path):
 
 LATE = '''
 from verbspec.refimpl.gate_engine import Emitted, GateEngine
+from verbspec.refimpl.hazards import HAZARDS
 
 
 class Late(GateEngine):
@@ -189,3 +193,35 @@ def test_conform_exhaustive_covers_every_action_but_wire_loss(capsys, tmp_path):
     assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == 6
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
     assert set(action_names(GateSpec)) - set(out["actions"]) == {"lose"}
+
+
+# each variant's engine against the base spec: the action and step (breadth first, so on a
+# shortest path) it is first caught at
+CAUGHT = {"no-barrier": ("arm_post", 3), "tag-every-chunk": ("arm_post", 3),
+          "signal-last-only": ("gate_send", 10), "stray-send-completion": ("reap", 12),
+          "stray-warm-receive": ("reap", 12), "no-seq-check": ("bad_call", 2),
+          "depth-mismatch": ("big_header_write", 3),
+          "drain-without-rendezvous": ("call_big", 18), "untagged-in-big-window": ("reap", 17)}
+FAST = ("no-barrier", "tag-every-chunk", "signal-last-only")
+
+
+def test_every_variant_has_an_engine():
+    assert set(HAZARDS) == {v.name for v in GATE_VARIANTS} == set(CAUGHT)
+
+
+def _caught(name):
+    rep = conform_every_edge(resolve(f"variant:{name}"), name)
+    assert rep.mismatch is not None, f"variant:{name} passed every edge"
+    assert (rep.mismatch.action, rep.mismatch.step) == CAUGHT[name], str(rep.mismatch)
+    assert rep.trace is not None and len(rep.trace.steps) == rep.mismatch.step + 1
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_a_variant_as_an_implementation_is_caught(name):
+    _caught(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in CAUGHT if n not in FAST])
+def test_a_fault_or_big_gate_variant_as_an_implementation_is_caught(name):
+    _caught(name)
