@@ -107,6 +107,7 @@ class Run:
     mismatch: Mismatch | None = None
     actions: Counter = field(default_factory=Counter)
     trace: Trace | None = None
+    reached: dict[str, int] = field(default_factory=dict)   # the system's depth measures
 
 
 def _wr(w: Any) -> tuple:
@@ -184,19 +185,25 @@ class GateHarness:
 
     def run(self, rng: random.Random, max_steps: int, fault_rate: float = FAULT_RATE) -> Run:
         """One random run of at most ``max_steps``: at each step a fault with probability
-        ``fault_rate`` where one is enabled, otherwise any enabled progress step, equally
-        likely."""
+        ``fault_rate`` where one is enabled, otherwise an enabled progress step, weighted as
+        one of the system's workload profiles says (drawn per run: long runs of decode gates,
+        or big gates between them), other steps equally likely."""
+        profiles = self.system.weights
+        k = rng.randrange(len(next(iter(profiles.values()))))
+        weight = {name: w[k] for name, w in profiles.items()}
 
         def choose(s: GateState, i: int) -> tuple[Action, tuple] | None:
             if i > max_steps:
                 return None
             choices = [(a, args) for a in self.system.actions for args in a.enabled(s)]
-            if not choices:
-                return None
             faults = [c for c in choices if c[0].fault]
             progress = [c for c in choices if not c[0].fault]
-            use = faults if faults and (not progress or rng.random() < fault_rate) else progress
-            return rng.choice(use)
+            if faults and (not progress or rng.random() < fault_rate):
+                return rng.choice(faults)
+            ws = [weight.get(a.name, 1) for a, _ in progress]
+            if not any(ws):
+                return None
+            return rng.choices(progress, weights=ws)[0]
 
         return self._lockstep(choose)
 
@@ -239,6 +246,7 @@ class GateHarness:
                 out.trace.message = str(out.mismatch)
                 return out
             s, i = post, i + 1
+        out.reached = self.system.depth(s)
         return out
 
 
@@ -328,6 +336,7 @@ class Report:
     mismatch: Mismatch | None = None
     trace: Trace | None = None
     sweep: dict[str, int] | None = None     # every-edge mode: configs, states, edges, depth
+    reached: dict[str, int] = field(default_factory=dict)   # random mode: deepest per measure
 
     def as_json(self) -> dict[str, Any]:
         edges = self.sweep["edges"] if self.sweep else None
@@ -337,7 +346,8 @@ class Report:
                 "actions": dict(sorted(self.actions.items())),
                 "edges_covered": edges,
                 "edges_total": edges if self.sweep and self.mismatch is None else None,
-                "exhaustive": self.sweep, "seconds": round(self.seconds, 3),
+                "exhaustive": self.sweep, "reached": self.reached or None,
+                "seconds": round(self.seconds, 3),
                 "mismatch": str(self.mismatch) if self.mismatch else None}
 
 
@@ -382,6 +392,8 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
         run = harness.run(random.Random(seed + k), steps, fault_rate)
         out.sequences, out.steps = k + 1, out.steps + run.steps
         out.actions.update(run.actions)
+        for m, v in run.reached.items():
+            out.reached[m] = max(out.reached.get(m, 0), v)
         if run.mismatch is not None:
             out.mismatch, out.trace = run.mismatch, run.trace
             break

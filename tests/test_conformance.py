@@ -14,7 +14,13 @@ import pytest
 
 from verbspec.refimpl import gate_engine
 from verbspec.refimpl.cli import main
-from verbspec.refimpl.conformance import CONFORMANCE, GateHarness, conform_every_edge, resolve
+from verbspec.refimpl.conformance import (
+    CONFORMANCE,
+    GateHarness,
+    conform,
+    conform_every_edge,
+    resolve,
+)
 from verbspec.refimpl.gate_engine import Emitted, GateEngine
 from verbspec.refimpl.hazards import HAZARDS
 from verbspec.spec.actions import action_names
@@ -113,6 +119,15 @@ def test_conform_command_reports_the_reference_engine_clean(capsys, tmp_path):
     assert out["steps"] == sum(out["actions"].values()) and out["steps"] > 1000
     assert out["actions_covered"] == len(out["actions"]) and out["actions_total"] == 29
     assert out["trace"] is None and not list(tmp_path.iterdir())
+    assert set(out["reached"]) == {"decode_gates_in_a_row", "gates_past_window", "drains",
+                                   "big_gate_windows"}
+
+
+def test_random_runs_reach_past_the_window_and_through_drains():
+    rep = conform(build({}), resolve("refimpl"), "refimpl", sequences=200, steps=3000)
+    assert rep.mismatch is None, str(rep.mismatch)
+    assert rep.reached["gates_past_window"] >= 8 and rep.reached["drains"] >= 1
+    assert rep.reached["big_gate_windows"] >= 2
 
 
 LATE = '''
