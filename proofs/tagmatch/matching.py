@@ -377,13 +377,22 @@ def prop_length(pre: St, o: Obs, post: St) -> z3.BoolRef:
     return z3.Implies(o.matched, o.trunc == (post.length[o.mid] > post.length[o.rid]))
 
 
-# invariant name -> (strengthening, the step property)
+# invariant name -> (strengthening, the step property, what the induction proves)
 PROPERTIES: dict[str, tuple[Callable[[St], list[z3.BoolRef]],
-                             Callable[[St, Obs, St], z3.BoolRef]]] = {
-    "mpi_order": (strengthen_order, prop_order),
-    "non_overtaking": (strengthen_sender, prop_sender),
-    "match_once": (strengthen_once, prop_once),
-    "truncation_reported": (strengthen_length, prop_length),
+                             Callable[[St, Obs, St], z3.BoolRef], str]] = {
+    "mpi_order": (strengthen_order, prop_order,
+                  "a match leaves no earlier posted pending receive matching the message and "
+                  "no earlier arrived unexpected message matching the receive; a probe names "
+                  "the earliest arrived match"),
+    "non_overtaking": (strengthen_sender, prop_sender,
+                       "a match leaves no earlier unmatched message of the same sender that "
+                       "matches the same receive (senders FIFO)"),
+    "match_once": (strengthen_once, prop_once,
+                   "a receive or message is matched at most once, a cancelled receive never; "
+                   "only a pending receive is cancelled"),
+    "truncation_reported": (strengthen_length, prop_length,
+                            "a match reports truncation exactly when the message is longer "
+                            "than the receive's buffer"),
 }
 
 
@@ -427,7 +436,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
     replaces the step relations, so a test can show a wrong step is caught; ``assume``
     narrows the steps' pre-states (a test pins one concrete state, where z3 finds a
     counterexample at once rather than searching models of the quantified lists)."""
-    strengthen, prop = PROPERTIES[name]
+    strengthen, prop, _ = PROPERTIES[name]
     s, a = St.fresh("s"), Args.fresh()
     base = [_check(f"conjunct {i}", z3.And(initial(s), z3.Not(c)), timeout_ms)
             for i, c in enumerate(strengthen(s))]
