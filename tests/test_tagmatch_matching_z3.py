@@ -163,12 +163,21 @@ def test_relations_admit_exactly_what_the_engine_computes():
         want = [mz.concrete(st.posted, _rows(post.posted, ords)),
                 mz.concrete(st.unexp, _rows(post.unexpected, ords))]
         if kind in (0, 1):
-            want += [st.t == t + 1, obs.matched == (match is not None)]
+            # the histories record what the closed system records in its status tuples
+            stat = st.rstat if kind == 0 else st.mstat
+            want += [st.t == t + 1, obs.matched == (match is not None), st.length[t] == nb]
             if match is not None:
                 want += [obs.rid == match.recv.id, obs.mid == match.msg.id,
-                         obs.trunc == match.truncated]
+                         obs.trunc == match.truncated, st.rstat[match.recv.id] == mz.MATCHED,
+                         st.mstat[match.msg.id] == mz.MATCHED]
+            else:
+                want += [stat[t] == mz.WAITING]
+            if kind == 1:
+                want += [st.nxt[env[1]] == ords[t] + 1]
         elif kind == 2:
-            want += [obs.cancelled == ok]
+            want += [obs.cancelled == ok, st.t == t]
+            if ok:
+                want += [st.rstat[rid] == mz.CANCELLED]
         else:
             want += [obs.found == (found is not None)]
             if found is not None:

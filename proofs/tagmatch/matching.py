@@ -12,10 +12,11 @@ has arrived and is either matched or on the unexpected list.
 
 Each step (``post_recv``, ``arrive``, ``cancel``, ``probe``) reports what it did as an
 :class:`Obs`, the list-engine form of the closed system's ``StepObs``. For each of the four
-invariants, induction (base, then one obligation per step, each checked satisfiable first so it
-cannot hold vacuously) proves, for every list length and every integer envelope, length, id and
-order, that from every state satisfying the invariant's strengthening the step keeps the
-strengthening and its observation satisfies the invariant:
+invariants, induction proves, for every list length and every integer envelope, length, id
+and sender index, that the initial state satisfies the invariant's strengthening and that
+from every state satisfying it each step keeps it and its observation satisfies the
+invariant. Each step is first shown to be taken from a witness state, so its obligation
+cannot hold vacuously.
 
 - ``mpi_order``: a match (receive ``rid``, message ``mid``) leaves no pending receive posted
   before ``rid`` that matches the message and no unexpected message arrived before ``mid``
