@@ -76,6 +76,7 @@ class Induction:
 
     obligations: list[Obligation]
     states: str
+    bound: str = UNBOUNDED
 
     @property
     def proved(self) -> bool:
@@ -98,7 +99,8 @@ def _unbounded() -> dict[str, Induction]:
     out = {name: Induction(matching.prove_property(name), text)
            for name, (_, _, text) in matching.PROPERTIES.items()}
     out[NO_LOST] = Induction(prove_no_matching_pair(), "no posted receive matches an "
-                             "unexpected message (the engine's half)")
+                             "unexpected message", "unbounded, the engine's half only: "
+                             "software engine, any list lengths and envelope values")
     return out
 
 
@@ -110,7 +112,7 @@ def _combine(row: Result, ind: Induction) -> Result:
     if ind.proved:
         what = f"induction (base + {ind.steps}): {ind.states}"
         bound = (row.bound if row.verdict == "violated"
-                 else f"{UNBOUNDED}; instance: {row.bound}")
+                 else f"{ind.bound}; instance: {row.bound}")
         verdict = row.verdict
     else:
         what = "induction not proved: " + "; ".join(
