@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from verbspec.proofs.explore import explore
+from verbspec.proofs.report import Obligation, Result
 from verbspec.proofs.search import bounded_search
+from verbspec.proofs.tagmatch import matching as tagmatch_matching
+from verbspec.proofs.tagmatch import prove as tm_prove
 from verbspec.proofs.tagmatch.prove import prove as tagmatch_prove
 from verbspec.proofs.traces import read_moves, write_trace
 from verbspec.spec import protocols
@@ -172,15 +175,36 @@ def test_clean_run_replays_from_itf(tmp_path):
 
 def test_prove_reports_each_invariant_with_its_bound():
     results = tagmatch_prove({"receives": 1})
-    assert [r.invariant for r in results] == [*ts.INVARIANTS, "no_lost_message"]
+    assert [r.invariant for r in results] == list(ts.INVARIANTS)
     assert all(r.verdict == "proved" for r in results)
-    assert all("reachable states" in r.bound for r in results[:-1])
-    assert results[-1].bound.startswith("unbounded")
+    assert all("reachable states" in r.bound for r in results)
+    # the invariants proved by induction for every list length say so in their one row
+    unbounded = {r.invariant for r in results if r.bound.startswith("unbounded")}
+    assert unbounded == {*tagmatch_matching.PROPERTIES, "no_lost_message"}
     bad = tagmatch_prove({}, ("wildcard-last",))
+    assert not any(r.bound.startswith("unbounded") for r in bad)   # the encoding is MPI's order
     verdicts = {r.invariant: r.verdict for r in bad}
     assert verdicts["mpi_order"] == "violated"
     assert set(verdicts.values()) == {"violated", "inconclusive"}
 
+
+
+def test_a_row_is_proved_only_when_both_its_proofs_are():
+    row = Result("mpi_order", "tagmatch", "prove", "proved", "all 9 reachable states", 1.0,
+                 None, "fixpoint")
+    good = tm_prove.Induction([Obligation("base", "proved", 0.5)], "it holds")
+    stuck = tm_prove.Induction([Obligation("base", "proved", 0.5),
+                                Obligation("step arrive", "unknown", 2.0, "z3: timeout")], "")
+    both = tm_prove._combine(row, good)
+    assert (both.verdict, both.seconds) == ("proved", 1.5)
+    assert both.bound.startswith("unbounded") and "all 9 reachable states" in both.bound
+    half = tm_prove._combine(row, stuck)
+    assert half.verdict == "inconclusive" and "step arrive: unknown" in half.detail
+    assert not half.bound.startswith("unbounded")
+    broken = Result("mpi_order", "tagmatch", "prove", "violated", "shortest trace: 5 steps",
+                    1.0, "t.itf.json", "m0 went to r1")
+    assert tm_prove._combine(broken, good).verdict == "violated"
+    assert tm_prove._combine(broken, stuck).verdict == "violated"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("values", [

@@ -1,13 +1,17 @@
-"""Proofs of the tag-matching protocol: an explicit-state fixpoint of one instance, and the
-software engine's half of ``no_lost_message`` by induction in z3 for every list length."""
+"""Proofs of the tag-matching protocol: an explicit-state fixpoint of one instance, and, by
+induction in z3 for every list length and envelope value, the software engine's
+``mpi_order``, ``non_overtaking``, ``match_once``, ``truncation_reported`` and its half of
+``no_lost_message``. Each invariant gets one row saying both."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from verbspec.proofs.report import Result
+from verbspec.proofs.report import Obligation, Result
 from verbspec.proofs.search import bounded_search
+from verbspec.proofs.tagmatch import matching
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.tagmatch.system import INVARIANTS, PROTOCOL, build
@@ -19,7 +23,9 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
     this instance. When the reachable set is exhausted without a violation, every invariant is
     proved for this instance at every depth (not for other parameter values). A violation
     makes that invariant "violated" (its trace written to ``trace_dir``, if given) and leaves
-    the rest "inconclusive"; a state budget cut leaves all "inconclusive"."""
+    the rest "inconclusive"; a state budget cut leaves all "inconclusive". Under MPI's order
+    (no order variant), the invariants proved for the software engine by induction say so in
+    their rows too; a row is "proved" only when both its proofs are."""
     system = build(values, variants)
 
     def tick(level: int, states: int) -> None:
@@ -52,20 +58,68 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
             detail = "state budget reached before the fixpoint"
         trace = path if res.violation is not None and res.violation.invariant == name else None
         out.append(Result(name, PROTOCOL, "prove", verdict, bound, res.seconds, trace, detail))
-    if not (system.rules.wildcard_last or system.rules.newest_first):
-        out.append(_prove_engine_progress())
+    if system.rules.wildcard_last or system.rules.newest_first:
+        return out
+    unbounded = _unbounded()
+    return [_combine(r, unbounded[r.invariant]) if r.invariant in unbounded else r
+            for r in out]
+
+
+UNBOUNDED = "unbounded: software engine, any list lengths and envelope values"
+NO_LOST = "no_lost_message"     # its engine half is the lemma's no_matching_pair
+
+
+@dataclass(frozen=True)
+class Induction:
+    """One invariant's induction over the software engine: its obligations and what it
+    states."""
+
+    obligations: list[Obligation]
+    states: str
+    bound: str = UNBOUNDED
+
+    @property
+    def proved(self) -> bool:
+        return all(o.verdict == "proved" for o in self.obligations)
+
+    @property
+    def seconds(self) -> float:
+        return sum(o.seconds for o in self.obligations)
+
+    @property
+    def steps(self) -> str:
+        """The steps the consecution obligations cover (each named "<kind> <step>")."""
+        return ", ".join(o.name.split(" ", 1)[-1] for o in self.obligations
+                         if o.name != "base")
+
+
+def _unbounded() -> dict[str, Induction]:
+    """Each invariant's induction over the software engine (the encoding is of MPI's order,
+    so not under the order variants)."""
+    out = {name: Induction(matching.prove_property(name), text)
+           for name, (_, _, text) in matching.PROPERTIES.items()}
+    out[NO_LOST] = Induction(prove_no_matching_pair(), "no posted receive matches an "
+                             "unexpected message", "unbounded, the engine's half only: "
+                             "software engine, any list lengths and envelope values")
     return out
 
 
-def _prove_engine_progress() -> Result:
-    """The software engine's half of no_lost_message, by induction in z3, for every list
-    length and envelope value (the encoding is of MPI's order, so not under the order
-    variants)."""
-    obligations = prove_no_matching_pair()
-    ok = all(o.verdict == "proved" for o in obligations)
-    failed = [f"{o.name}: {o.verdict}" for o in obligations if o.verdict != "proved"]
-    return Result("no_lost_message", PROTOCOL, "prove", "proved" if ok else "inconclusive",
-                  "unbounded: software engine, any list lengths and envelope values",
-                  sum(o.seconds for o in obligations), None,
-                  "induction (base + consecution of post_recv, arrive, cancel): no posted "
-                  "receive matches an unexpected message" if ok else "; ".join(failed))
+def _combine(row: Result, ind: Induction) -> Result:
+    """One row for both proofs of an invariant: the instance's fixpoint (which covers the
+    offload, the wire and rendezvous) and the software engine's induction. The worse
+    verdict wins: a counterexample to induction or a solver without an answer is
+    inconclusive, like a cut search."""
+    if ind.proved:
+        what = f"induction (base + {ind.steps}): {ind.states}"
+        bound = (row.bound if row.verdict == "violated"
+                 else f"{ind.bound}; instance: {row.bound}")
+        verdict = row.verdict
+    else:
+        what = "induction not proved: " + "; ".join(
+            f"{o.name}: {o.verdict} {o.detail}".strip() for o in ind.obligations
+            if o.verdict != "proved")
+        bound = f"instance: {row.bound}"
+        verdict = "violated" if row.verdict == "violated" else "inconclusive"
+    detail = f"{row.detail}; {what}" if row.detail else what
+    return Result(row.invariant, row.protocol, row.method, verdict, bound,
+                  row.seconds + ind.seconds, row.trace, detail)
