@@ -21,14 +21,30 @@ from verbspec.refimpl.conformance import (
     conform_every_edge,
     resolve,
 )
-from verbspec.refimpl.gate_engine import Emitted, GateEngine
+from verbspec.refimpl.gate_engine import Completion, Emitted, EngineError, GateEngine
 from verbspec.refimpl.hazards import HAZARDS
 from verbspec.spec.actions import action_names
 from verbspec.spec.gate import errors
-from verbspec.spec.gate.state import FAILED
+from verbspec.spec.gate.state import (
+    ARM_BAR_READ,
+    BIG_BAR_READ,
+    BIG_BEGIN,
+    BIG_HDR_READ,
+    BIG_LAYER,
+    BIG_MAGIC,
+    BIG_XFER,
+    DRAIN_WAIT,
+    FAILED,
+    HEADER_MAGIC,
+    HOLD,
+    IDLE,
+    INIT,
+    WAIT,
+)
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
 from verbspec.spec.gate.variants import VARIANTS as GATE_VARIANTS
+from verbspec.spec.gate.wire import TAG_BULK, TcpItem
 
 CONFIGS = [{}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes": 100},
            {"window": 3, "ops": 10, "qp_type": "rc"}, {"faults": 0, "ops": 20}]
@@ -131,7 +147,7 @@ def test_random_runs_reach_past_the_window_and_through_drains():
 
 
 LATE = '''
-from verbspec.refimpl.gate_engine import Emitted, GateEngine
+from verbspec.refimpl.gate_engine import Completion, Emitted, EngineError, GateEngine
 from verbspec.refimpl.hazards import HAZARDS
 
 
@@ -240,3 +256,74 @@ def test_a_variant_as_an_implementation_is_caught(name):
 @pytest.mark.parametrize("name", [n for n in CAUGHT if n not in FAST])
 def test_a_fault_or_big_gate_variant_as_an_implementation_is_caught(name):
     _caught(name)
+
+
+# ---------------------------------------------------------------- a misbehaving peer
+# The base spec's two correct ranks never send a wrong barrier byte, header or completion, so
+# the suite cannot reach these refusals; each is driven here directly, its text being the
+# declaration the spec fails with.
+CFG = build({}).params
+
+
+def _engine(phase, **state):
+    e = GateEngine(CFG)
+    e.phase = phase
+    for k, v in state.items():
+        setattr(e, k, v)
+    return e
+
+
+@pytest.mark.parametrize("phase,state,item,text", [
+    (ARM_BAR_READ, {}, TcpItem("byte", 0), errors.WINDOW_BARRIER_MISMATCH(got=0, want=0xD1)),
+    (ARM_BAR_READ, {}, TcpItem("header", 1, 2, 64),
+     errors.WINDOW_BARRIER_MISMATCH(got=HEADER_MAGIC & 0xFF, want=0xD1)),
+    (BIG_BAR_READ, {"barrier_tag": 3}, TcpItem("byte", 4), errors.BIG_BARRIER()),
+    (BIG_HDR_READ, {"big_no": 2, "big_chunks": 5}, TcpItem("byte", 0xD1),
+     errors.BIG_HEADER_MISFRAMED(item="byte 0xd1")),
+    (BIG_HDR_READ, {"big_no": 2, "big_chunks": 5}, TcpItem("header", 3, 5, 64),
+     errors.BIG_DESYNC(got_layer=BIG_LAYER, got_tag=BIG_MAGIC, got_seq=3, layer=BIG_LAYER,
+                       seq=2)),
+    (BIG_HDR_READ, {"big_no": 2, "big_chunks": 5}, TcpItem("header", 2, 4, 64),
+     errors.BIG_SIZE_MISMATCH(big=2, chunks=5, peer_chunks=4)),
+])
+def test_a_wrong_tcp_item_fails_the_rank_with_the_spec_text(phase, state, item, text):
+    e = _engine(phase, **state)
+    assert e.tcp_read(item).result == text
+    assert (e.view().phase, e.view().error) == (FAILED, text)
+
+
+def _recv(wr_id, byte_len=CFG.max_msg):
+    return Completion("recv", wr_id, 0, byte_len)
+
+
+@pytest.mark.parametrize("polled,text", [
+    ((_recv(7),), errors.BIG_UNTAGGED(wr_id=7)),
+    ((_recv(TAG_BULK | 0),), errors.BIG_INVALID(wr_id=TAG_BULK)),
+    ((_recv(TAG_BULK | 3),), errors.BIG_INVALID(wr_id=TAG_BULK | 3)),
+    ((_recv(TAG_BULK | 1), _recv(TAG_BULK | 1)), errors.BIG_INVALID(wr_id=TAG_BULK | 1)),
+    ((_recv(TAG_BULK | 2, 100),), errors.BIG_LENGTH(chunk=1, got=100, want=CFG.max_msg)),
+])
+def test_a_wrong_big_gate_completion_fails_the_window(polled, text):
+    e = _engine(BIG_XFER, big_win=2)
+    assert e.completions(polled).result == text and e.view().phase == FAILED
+
+
+def test_a_big_window_with_the_decode_window_armed_is_refused():
+    e = _engine(BIG_BEGIN, window_active=True)
+    assert e.advance().result == errors.BIG_UNAVAILABLE()
+
+
+@pytest.mark.parametrize("engine,call", [
+    (_engine(IDLE), lambda e: e.consume()), (_engine(HOLD), lambda e: e.call_big(2)),
+    (_engine(HOLD), lambda e: e.poll_size()),
+    (_engine(HOLD), lambda e: e.tcp_read(TcpItem("byte", 0xD1))),
+    (_engine(HOLD), lambda e: e.timeout()), (_engine(HOLD), lambda e: e.peer_closed()),
+    (_engine(INIT), lambda e: e.advance()),
+    (_engine(WAIT, seq=3, recv_done=2), lambda e: e.advance()),
+    (_engine(DRAIN_WAIT), lambda e: e.advance()),
+    (_engine(BIG_XFER, big_win=2, big_sent=2, send_outstanding=2), lambda e: e.advance()),
+])
+def test_a_call_out_of_phase_is_refused_by_name(engine, call):
+    with pytest.raises(EngineError, match="phase|not complete|drain is not over|window is "
+                                          "neither"):
+        call(engine)
