@@ -35,7 +35,6 @@ from verbspec.proofs.report import (
 )
 from verbspec.proofs.run import METHODS, MethodUnavailable, Options, run_method
 from verbspec.proofs.traces import read_trace
-from verbspec.refimpl.conformance import CONFORMANCE
 from verbspec.spec import protocols
 from verbspec.spec.itf import (
     TraceFormatError,
@@ -567,6 +566,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         trace, violation = e.trace, e
     if said == DIVERGENCE and proto == "gate":
         return _replay_divergence(trace, recorded, violation)
+    from verbspec.refimpl.conformance import CONFORMANCE
+
     if said == CONFORMANCE:
         problem = disagreement(trace, recorded, None, violation)
         if problem is not None:
