@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from verbspec.proofs.gate.refinement import CONFIGS as SWEEP_CONFIGS
 from verbspec.refimpl import gate_engine
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import (
@@ -227,12 +228,13 @@ def test_conform_exhaustive_covers_every_action_but_wire_loss(capsys, tmp_path):
 
 
 # each variant's engine against the base spec: the action and step (breadth first, so on a
-# shortest path) it is first caught at
-CAUGHT = {"no-barrier": ("arm_post", 3), "tag-every-chunk": ("arm_post", 3),
-          "signal-last-only": ("gate_send", 10), "stray-send-completion": ("reap", 12),
-          "stray-warm-receive": ("reap", 12), "no-seq-check": ("bad_call", 2),
-          "depth-mismatch": ("big_header_write", 3),
-          "drain-without-rendezvous": ("call_big", 18), "untagged-in-big-window": ("reap", 17)}
+# shortest path) it is first caught at, and in which of the sweep's configurations (1-based)
+CAUGHT = {"no-barrier": ("arm_post", 3, 1), "tag-every-chunk": ("arm_post", 3, 2),
+          "signal-last-only": ("gate_send", 10, 2), "stray-send-completion": ("reap", 12, 4),
+          "stray-warm-receive": ("reap", 12, 4), "no-seq-check": ("bad_call", 2, 4),
+          "depth-mismatch": ("big_header_write", 3, 3),
+          "drain-without-rendezvous": ("call_big", 18, 3),
+          "untagged-in-big-window": ("reap", 17, 6)}
 FAST = ("no-barrier", "tag-every-chunk", "signal-last-only")
 
 
@@ -240,22 +242,27 @@ def test_every_variant_has_an_engine():
     assert set(HAZARDS) == {v.name for v in GATE_VARIANTS} == set(CAUGHT)
 
 
-def _caught(name):
-    rep = conform_every_edge(resolve(f"variant:{name}"), name)
-    assert rep.mismatch is not None, f"variant:{name} passed every edge"
-    assert (rep.mismatch.action, rep.mismatch.step) == CAUGHT[name], str(rep.mismatch)
-    assert rep.trace is not None and len(rep.trace.steps) == rep.mismatch.step + 1
-
-
 @pytest.mark.parametrize("name", FAST)
 def test_a_variant_as_an_implementation_is_caught(name):
-    _caught(name)
+    rep = conform_every_edge(resolve(f"variant:{name}"), name)
+    assert rep.mismatch is not None, f"variant:{name} passed every edge"
+    action, step, config = CAUGHT[name]
+    assert (rep.mismatch.action, rep.mismatch.step) == (action, step), str(rep.mismatch)
+    assert rep.sweep["configs"] == config
+    assert rep.trace is not None and len(rep.trace.steps) == step + 1
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in CAUGHT if n not in FAST])
 def test_a_fault_or_big_gate_variant_as_an_implementation_is_caught(name):
-    _caught(name)
+    # the configuration that catches it, alone (the earlier ones pass whole: the suite's
+    # every-edge run over all of them takes longer)
+    action, step, config = CAUGHT[name]
+    values, _, faults = [c for c in SWEEP_CONFIGS if not c[1]][config - 1]
+    sweep = GateHarness(build(values), resolve(f"variant:{name}")).every_edge(faults)
+    assert sweep.mismatch is not None, f"variant:{name} passed every edge"
+    assert (sweep.mismatch.action, sweep.mismatch.step) == (action, step), str(sweep.mismatch)
+    assert sweep.trace is not None and len(sweep.trace.steps) == step + 1
 
 
 # ---------------------------------------------------------------- a misbehaving peer
