@@ -25,14 +25,14 @@ import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from verbspec.refimpl.gate_engine import Completion, Emitted, GateEngine
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
 from verbspec.spec.gate.params import GateConfig
-from verbspec.spec.gate.state import GateState, Observation
+from verbspec.spec.gate.state import GateState, Observation, RankView
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import GateSystem
 from verbspec.spec.gate.wire import TcpItem
@@ -76,8 +76,7 @@ SETUP, CALL_BIG, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
                          GateSpec.do_crash))
 CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
 FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
-VIEW_FIELDS = ("phase", "recv_done", "last_gate_seq", "window_active", "send_outstanding",
-               "error")
+VIEW_FIELDS = tuple(f.name for f in fields(RankView))
 
 
 class Disagreement(Exception):

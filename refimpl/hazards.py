@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from verbspec.refimpl.gate_engine import Completion, Emitted, GateEngine, WorkRequest
+from verbspec.refimpl.gate_engine import (
+    WC_SUCCESS,
+    Completion,
+    Emitted,
+    GateEngine,
+    WorkRequest,
+)
 from verbspec.spec.gate import variants as gv
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import BIG_XFER, DRAIN_POST, SEND
@@ -49,7 +55,7 @@ class StraySendCompletion(GateEngine):
 
     def completions(self, polled: tuple[Completion, ...]) -> Emitted:
         for c in polled:
-            if c.opcode == "send" and c.wr_id & TAG_WARM and c.status == 0:
+            if c.opcode == "send" and c.wr_id & TAG_WARM and c.status == WC_SUCCESS:
                 self.send_outstanding = max(0, self.send_outstanding - 1)
         return super().completions(polled)
 
@@ -59,7 +65,7 @@ class StrayWarmReceive(GateEngine):
 
     def completions(self, polled: tuple[Completion, ...]) -> Emitted:
         for c in polled:
-            if c.opcode == "recv" and c.wr_id & TAG_WARM and c.status == 0:
+            if c.opcode == "recv" and c.wr_id & TAG_WARM and c.status == WC_SUCCESS:
                 self.recv_done = max(self.recv_done, c.wr_id)
         return super().completions(polled)
 
@@ -102,7 +108,7 @@ class UntaggedInBigWindow(GateEngine):
             return super().completions(polled)
         kept = []
         for c in polled:
-            if c.opcode == "recv" and c.status == 0 and not c.wr_id & TAG_BULK:
+            if c.opcode == "recv" and c.status == WC_SUCCESS and not c.wr_id & TAG_BULK:
                 self.recv_done = max(self.recv_done, c.wr_id)
                 continue
             kept.append(c)

@@ -140,7 +140,7 @@ def no_matching_pair(posted: Lists, unexp: Lists) -> z3.BoolRef:
 SEEDS = (0, 1, 2, 3)
 
 
-def _solve(formula: z3.BoolRef, timeout_ms: int) -> tuple[z3.CheckSatResult, str]:
+def solve(formula: z3.BoolRef, timeout_ms: int) -> tuple[z3.CheckSatResult, str]:
     """z3's answer for ``formula`` and, when it has none, why."""
     why = ""
     for seed in SEEDS:
@@ -155,9 +155,10 @@ def _solve(formula: z3.BoolRef, timeout_ms: int) -> tuple[z3.CheckSatResult, str
     return z3.unknown, f"z3: {why} (seeds {SEEDS})"
 
 
-def _check(name: str, hyp: z3.BoolRef, timeout_ms: int) -> Obligation:
+def obligation(name: str, hyp: z3.BoolRef, timeout_ms: int) -> Obligation:
+    """``hyp`` (a negated claim) as an obligation: proved when z3 finds it unsatisfiable."""
     t0 = time.perf_counter()
-    res, why = _solve(hyp, timeout_ms)
+    res, why = solve(hyp, timeout_ms)
     verdict = "proved" if res == z3.unsat else "violated" if res == z3.sat else "unknown"
     return Obligation(name, verdict, time.perf_counter() - t0, why)
 
@@ -175,15 +176,15 @@ def prove_no_matching_pair(timeout_ms: int = 60_000, steps: dict | None = None
     relations = steps or STEPS
     steps = {name: f(p, u, p2, u2, j, tuple(env)) for name, f in relations.items()}
     empty = z3.And(p.n == 0, u.n == 0)
-    out = [_check("base", z3.And(empty, z3.Not(inv)), timeout_ms)]
+    out = [obligation("base", z3.And(empty, z3.Not(inv)), timeout_ms)]
     for name, rel in steps.items():
         # a step no state can take would make its obligation hold vacuously
-        res, why = _solve(z3.And(pre, rel), timeout_ms)
+        res, why = solve(z3.And(pre, rel), timeout_ms)
         if res != z3.sat:
             out.append(Obligation(f"consecution {name}", "unknown", 0.0,
                                   why or "no state satisfying the invariant can take the step"))
             continue
-        out.append(_check(f"consecution {name}", z3.And(pre, rel, z3.Not(inv2)), timeout_ms))
+        out.append(obligation(f"consecution {name}", z3.And(pre, rel, z3.Not(inv2)), timeout_ms))
     return out
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import z3
 
 from verbspec.proofs.report import Obligation
-from verbspec.proofs.tagmatch.lemma import SEEDS, matches
+from verbspec.proofs.tagmatch.lemma import matches, obligation, solve
 from verbspec.spec.tagmatch import lists as tm
 
 ANY = tm.ANY
@@ -399,27 +399,6 @@ PROPERTIES: dict[str, tuple[Callable[[St], list[z3.BoolRef]],
 
 # ---- the proof -------------------------------------------------------------------------------
 
-def _solve(formula: z3.BoolRef, timeout_ms: int) -> tuple[z3.CheckSatResult, str]:
-    why = ""
-    for seed in SEEDS:
-        sv = z3.Solver()
-        sv.set("timeout", timeout_ms)
-        sv.set("random_seed", seed)
-        sv.add(formula)
-        res = sv.check()
-        if res != z3.unknown:
-            return res, ""
-        why = sv.reason_unknown()
-    return z3.unknown, f"z3: {why} (seeds {SEEDS})"
-
-
-def _check(name: str, formula: z3.BoolRef, timeout_ms: int) -> Obligation:
-    t0 = time.perf_counter()
-    res, why = _solve(formula, timeout_ms)
-    verdict = "proved" if res == z3.unsat else "violated" if res == z3.sat else "unknown"
-    return Obligation(name, verdict, time.perf_counter() - t0, why)
-
-
 def _all_of(name: str, parts: list[Obligation]) -> Obligation:
     """One obligation made of several queries: proved when each is."""
     bad = [p for p in parts if p.verdict != "proved"]
@@ -439,7 +418,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
     counterexample at once rather than searching models of the quantified lists)."""
     strengthen, prop, _ = PROPERTIES[name]
     s, a = St.fresh("s"), Args.fresh()
-    base = [_check(f"conjunct {i}", z3.And(initial(s), z3.Not(c)), timeout_ms)
+    base = [obligation(f"conjunct {i}", z3.And(initial(s), z3.Not(c)), timeout_ms)
             for i, c in enumerate(strengthen(s))]
     out = [_all_of("base", base)]
     for step, rel in (steps or STEPS).items():
@@ -448,7 +427,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
         # a step no state can take would make its obligation hold vacuously: the witness
         # state (or the assumed one) satisfies the strengthening and takes the step
         t0 = time.perf_counter()
-        res, why = _solve(z3.And(pre, witness(s)) if assume is None else pre, timeout_ms)
+        res, why = solve(z3.And(pre, witness(s)) if assume is None else pre, timeout_ms)
         taken = Obligation("taken", "proved", time.perf_counter() - t0)
         if res != z3.sat:
             out.append(Obligation(f"step {step}", "unknown", taken.seconds,
@@ -456,7 +435,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
             continue
         goals = [(f"conjunct {i}", c) for i, c in enumerate(strengthen(post))]
         goals.append((name, prop(s, obs, post)))
-        out.append(_all_of(f"step {step}", [taken, *(_check(g, z3.And(pre, z3.Not(c)),
+        out.append(_all_of(f"step {step}", [taken, *(obligation(g, z3.And(pre, z3.Not(c)),
                                                             timeout_ms) for g, c in goals)]))
     return out
 
