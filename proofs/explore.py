@@ -57,9 +57,11 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
 
     Each step draws one of the enabled (action, arguments) pairs. (Hypothesis's own per-rule
     selection with swarm flags would end most runs early: a protocol state usually enables
-    only two or three actions.) Fault actions follow a swarm of our own: each example first
-    draws which fault actions it allows, so shrinking removes faults a counterexample does not
-    need.
+    only two or three actions.) Fault actions follow a swarm of our own: half the examples
+    allow no fault, so that they run as deep as the workload goes; the others allow each
+    fault action or not, evenly (a list of allowed faults would be drawn short, and almost
+    no example would allow a given fault). Shrinking removes faults a counterexample does
+    not need.
 
     A system may steer runs toward its protocol's depth with two optional attributes:
     ``weights`` (action name -> the weights an example may give it; each example draws one,
@@ -83,14 +85,14 @@ def machine_for(system: System, stats: ExploreStats, variants: Sequence[str] = (
             self.rng = random.Random(0)
             self.deepest: dict[str, int] = {}
 
-        @initialize(faults=st.lists(st.sampled_from(fault_names), unique=True)
-                    if fault_names else st.just([]),
+        @initialize(faulty=st.booleans(),
+                    faults=st.fixed_dictionaries({f: st.booleans() for f in fault_names}),
                     weight=st.fixed_dictionaries({a: st.sampled_from(w)
                                                   for a, w in sorted(weights.items())}),
                     rng=st.randoms(use_true_random=True))
-        def choose_swarm(self, faults: list[str], weight: dict[str, int],
+        def choose_swarm(self, faulty: bool, faults: dict[str, bool], weight: dict[str, int],
                          rng: random.Random) -> None:
-            self.allowed = frozenset(faults)
+            self.allowed = frozenset(f for f, on in faults.items() if on and faulty)
             self.weight = weight
             self.rng = rng
 
@@ -155,6 +157,34 @@ def hypothesis_storage(directory: Path | None) -> Iterator[None]:
             configuration.set_hypothesis_home_dir(saved)
 
 
+@contextmanager
+def without_local_constants() -> Iterator[None]:
+    """Keep Hypothesis from drawing values out of the constants in whichever local modules
+    the process has imported so far. It does so now and then to find edge cases in code
+    under test, but here it makes a derandomized run depend on what was imported before it
+    (a test run's order, a CLI run's command), not only on the seed and the system. Nothing
+    to do with Hypothesis versions that do not mine constants."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:  # pragma: no cover - versions without constants mining
+        yield
+        return
+    found = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if found is None or cache is None:  # pragma: no cover
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = found
+        cache.cache.clear()
+
+
 def explore(system: System, *, examples: int, steps: int, seed: int | None = None,
             variants: Sequence[str] = (), shrink_seconds: float = 60.0,
             storage: Path | None = None,
@@ -162,7 +192,7 @@ def explore(system: System, *, examples: int, steps: int, seed: int | None = Non
     """Run the Hypothesis exploration; ``storage`` is where Hypothesis may keep files (see
     :func:`hypothesis_storage`); ``progress`` is called with the statistics at the start of
     each example."""
-    with hypothesis_storage(storage):
+    with hypothesis_storage(storage), without_local_constants():
         return _explore(system, examples, steps, seed, variants, shrink_seconds, progress)
 
 

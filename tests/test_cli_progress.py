@@ -7,10 +7,12 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
+from verbspec.proofs.explore import explore
 from verbspec.proofs.report import NotRun, Result, junit_xml
 from verbspec.refimpl import cli, progress
 from verbspec.refimpl.cli import main
@@ -84,7 +86,20 @@ def test_hypothesis_dir_keeps_its_storage_where_asked(tmp_path):
         timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / ".hypothesis").exists()
-    assert store.is_dir() and any(store.iterdir())
+
+
+def test_exploration_points_hypothesis_at_the_storage_it_was_given_and_restores_it(tmp_path):
+    from hypothesis.configuration import storage_directory
+
+    def home() -> Path:
+        return storage_directory(intent_to_write=False).home_directory
+
+    before = home()
+    seen = []
+    explore(protocols.load("tagmatch").build({}), examples=2, steps=5, storage=tmp_path,
+            progress=lambda st: seen.append(home()))
+    assert seen and set(seen) == {tmp_path}
+    assert home() == before
 
 
 # ------------------------------------------------------------------------------ JUnit
