@@ -59,9 +59,12 @@ def test_no_barrier_shrinks_to_a_handful_of_steps(tmp_path, capsys):
     assert len(moves) <= 7
 
 
+# the two slowest configurations (about a minute and a half each) run in the slow tier
 @pytest.mark.parametrize("params", [
-    (), ("faults=0",), ("qp_type=rc",), ("gates_per_token=2", "n_slots=2"),
-    ("vec_bytes=16384",), ("window=2",), ("slot_mask=11", "gates_per_token=3", "n_slots=4"),
+    (), ("faults=0",), ("qp_type=rc",),
+    pytest.param(("gates_per_token=2", "n_slots=2"), marks=pytest.mark.slow),
+    pytest.param(("vec_bytes=16384",), marks=pytest.mark.slow),
+    ("window=2",), ("slot_mask=11", "gates_per_token=3", "n_slots=4"),
     ("unsignaled_completions=0",), ("rq_depth=32",),
 ])
 def test_base_protocol_holds_under_exploration(params, tmp_path, capsys):
