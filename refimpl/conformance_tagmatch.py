@@ -195,14 +195,16 @@ class TagmatchHarness:
         """The first emission or view field in which the implementation differs."""
         if not isinstance(got, Emitted):
             return "emitted", "an Emitted", got
-        want, got = _norm(want), _norm(got)
-        for f in EMITTED_FIELDS:
-            if getattr(want, f) != getattr(got, f):
-                return f, getattr(want, f), getattr(got, f)
+        if want != got:
+            want, got = _norm(want), _norm(got)
+            for f in EMITTED_FIELDS:
+                if getattr(want, f) != getattr(got, f):
+                    return f, getattr(want, f), getattr(got, f)
         spec, view = spec_view(self.system, post), impl.view()
-        for f in VIEW_FIELDS:
-            if getattr(spec, f) != getattr(view, f, None):
-                return f"view {f}", getattr(spec, f), getattr(view, f, None)
+        if spec != view:
+            for f in VIEW_FIELDS:
+                if getattr(spec, f) != getattr(view, f, None):
+                    return f"view {f}", getattr(spec, f), getattr(view, f, None)
         return None
 
     def _step(self, impl: TagImpl, pre: State, name: str, args: tuple, post: State,
@@ -352,10 +354,20 @@ def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: i
     return out
 
 
-# The every-edge configurations: each small enough to sweep whole, together covering
-# wildcards, several senders, eager and rendezvous, truncation, cancel, probe, and the
-# offload with its shadow, claims and sync.
-SWEEP_CONFIGS: tuple[dict[str, int], ...] = ()
+# The every-edge configurations, cheapest first: each small enough to sweep whole (about a
+# minute together on one core), together covering one and two senders, wildcard sources and
+# tags, eager and rendezvous messages, truncation, cancel, probe, and the offload with a
+# two-entry NIC list, its shadow, claims and sync. Parameters left out take their defaults
+# (one tag, one communicator, cancel on).
+EAGER_ONLY = {"max_bytes": 1}
+BOTH = {"max_bytes": 2, "eager_limit": 1}          # eager 1 byte, rendezvous 2; truncation
+SWEEP_CONFIGS: tuple[dict[str, int], ...] = (
+    {"senders": 1, "messages": 2, "receives": 2, "capacity": 2, "probe": 0, **EAGER_ONLY},
+    {"senders": 1, "messages": 2, "receives": 2, "capacity": 0, "probe": 1, **BOTH},
+    {"senders": 2, "messages": 1, "receives": 2, "capacity": 2, "probe": 0, **EAGER_ONLY},
+    {"senders": 2, "messages": 1, "receives": 1, "capacity": 1, "probe": 1, **BOTH},
+    {"senders": 2, "messages": 1, "receives": 2, "capacity": 0, "probe": 0, **BOTH},
+)
 
 
 def conform_every_edge(factory: Factory, impl: str,

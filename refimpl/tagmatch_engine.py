@@ -26,6 +26,7 @@ and constants (tests/test_conformance_tagmatch.py enforces that).
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from dataclasses import dataclass
 
@@ -48,6 +49,11 @@ from verbspec.spec.tagmatch.state import (
 EAGER, RNDV = "eager", "rndv"
 
 
+def _shared(self, memo):
+    """Frozen values are shared by copies (copy.deepcopy of an engine stays cheap)."""
+    return self
+
+
 class EngineError(ValueError):
     """A call the engine refuses: bad input, or a step it has nothing to take."""
 
@@ -62,6 +68,7 @@ class Packet:
     tag: int
     nbytes: int
     kind: str           # EAGER | RNDV
+    __deepcopy__ = _shared
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class Read:
     mid: int
     rid: int
     length: int
+    __deepcopy__ = _shared
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,11 @@ class _Entry:
     def __init__(self, seq: int, key: int):
         self.seq, self.key, self.alive = seq, key, True
 
+    def __deepcopy__(self, memo: dict) -> _Entry:
+        e = memo[id(self)] = _Entry(self.seq, self.key)
+        e.alive = self.alive
+        return e
+
 
 def _head(q: deque | None) -> _Entry | None:
     while q:
@@ -131,6 +144,20 @@ def _select(comm: int, src: int, tag: int) -> tuple:
     return (comm, None if src == ANY else src, None if tag == ANY else tag)
 
 
+def _copy_queues(queues: dict, by_id: dict, memo: dict) -> tuple[dict, dict]:
+    """Copies of a structure's queues and id map, entries shared between them kept shared."""
+    new: dict[int, _Entry] = {}
+
+    def one(e: _Entry) -> _Entry:
+        c = new.get(id(e))
+        if c is None:
+            c = new[id(e)] = copy.deepcopy(e, memo)
+        return c
+
+    return ({k: deque(map(one, q)) for k, q in queues.items()},
+            {k: one(e) for k, e in by_id.items()})
+
+
 class Posted:
     """Pending receives: one queue per envelope (wildcards included), a sequence per entry."""
 
@@ -138,6 +165,12 @@ class Posted:
         self._seq = 0
         self._queues: dict[tuple, deque] = {}
         self._by_id: dict[int, _Entry] = {}   # insertion order is posted order
+
+    def __deepcopy__(self, memo: dict) -> Posted:
+        new = object.__new__(Posted)
+        new._seq = self._seq
+        new._queues, new._by_id = _copy_queues(self._queues, self._by_id, memo)
+        return new
 
     def add(self, rid: int, comm: int, src: int, tag: int) -> None:
         self._seq += 1
@@ -180,6 +213,11 @@ class Unexpected:
         self._queues: dict[tuple, deque] = {}
         self._by_id: dict[int, _Entry] = {}
 
+    def __deepcopy__(self, memo: dict) -> Unexpected:
+        new = object.__new__(Unexpected)
+        new._queues, new._by_id = _copy_queues(self._queues, self._by_id, memo)
+        return new
+
     def add(self, mid: int, order: int, comm: int, src: int, tag: int) -> None:
         e = _Entry(order, mid)
         for key in ((comm, src, tag), (comm, None, tag), (comm, src, None), (comm, None, None)):
@@ -214,6 +252,7 @@ class _Op:
     kind: str           # "add" | "remove" | "sync"
     count: int          # software's unexpected count when it sent the op
     rid: int | None = None
+    __deepcopy__ = _shared
 
 
 @dataclass(frozen=True)
@@ -223,6 +262,7 @@ class _Cqe:
     mid: int | None = None
     seq: int = 0
     ok: bool = False
+    __deepcopy__ = _shared
 
 
 @dataclass
@@ -244,6 +284,15 @@ class Nic:
         self.arrivals = 0
         self.ops: deque[_Op] = deque()
         self.cq: deque[_Cqe] = deque()
+
+    def __deepcopy__(self, memo: dict) -> Nic:
+        new = object.__new__(Nic)
+        new.__dict__.update(vars(self))
+        new.buckets, held = _copy_queues(
+            self.buckets, {k: e for k, (e, _) in self.held_ids.items()}, memo)
+        new.held_ids = {k: (held[k], key) for k, (_, key) in self.held_ids.items()}
+        new.ops, new.cq = deque(self.ops), deque(self.cq)
+        return new
 
     @property
     def held(self) -> bool:
@@ -308,6 +357,22 @@ class TagMatchEngine:
         self.claims: dict[int, _Claim] = {}
         self.sw_count = 0
         self.sent_count = 0
+
+    def __deepcopy__(self, memo: dict) -> TagMatchEngine:
+        memo[id(self.cfg)] = self.cfg       # the configuration is shared, never changed
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(vars(self))
+        for k in ("sent", "released", "stage", "status", "completion"):
+            setattr(new, k, list(getattr(self, k)))
+        new.msgs, new.recvs = list(self.msgs), list(self.recvs)     # frozen items
+        new.arrived, new.fins_out = set(self.arrived), set(self.fins_out)
+        new.where = dict(self.where)
+        new.claims = {k: _Claim(c.mid, c.seq, c.cancelling) for k, c in self.claims.items()}
+        new.posted = copy.deepcopy(self.posted, memo)
+        new.unexpected = copy.deepcopy(self.unexpected, memo)
+        new.nic = copy.deepcopy(self.nic, memo)
+        return new
 
     # ------------------------------------------------------------------ the view
     def view(self) -> EngineView:
@@ -535,7 +600,7 @@ class TagMatchEngine:
     def sw_sync(self) -> Emitted:
         """Software sends the NIC its count of handled unexpected messages."""
         self._need_offload()
-        if not self.handshake or self.sent_count >= self.sw_count:
+        if self.sent_count >= self.sw_count:
             raise EngineError("the NIC already has software's unexpected count")
         self._op(_Op("sync", self.sw_count))
         return Emitted()
