@@ -110,11 +110,15 @@ def expected(system: TagMatchSystem, pre: State, name: str, args: tuple, post: S
         reads = (Read(mid, rid, min(post.msgs[mid].bytes, post.recvs[rid].bytes)),)
     elif name == FIN:
         fins = (args[0],)
-    old = len(pre.completion)
-    completions = tuple((rid, code) for rid, code in enumerate(post.completion)
-                        if code and (rid >= old or pre.completion[rid] != code))
-    released = tuple(mid for mid, r in enumerate(post.released) if r and not pre.released[mid])
     step = obs if isinstance(obs, StepObs) else StepObs()
+    old = len(pre.completion)
+    # a receive completes when its code changes, or when a match (re)fills it: a revoked
+    # eager receive matched again completes again, perhaps with the same code
+    rematched = {rid for rid, _ in step.matches}
+    completions = tuple((rid, code) for rid, code in enumerate(post.completion)
+                        if code and (rid >= old or pre.completion[rid] != code
+                                     or rid in rematched))
+    released = tuple(mid for mid, r in enumerate(post.released) if r and not pre.released[mid])
     probe = (step.probe[1],) if step.probe is not None else ()
     return Emitted(sends, step.matches, step.revoked, step.cancelled, completions, reads, fins,
                    released, probe)

@@ -278,7 +278,7 @@ class Nic:
 
     def __init__(self) -> None:
         self.buckets: dict[tuple[int, int, int], deque] = {}
-        self.held_ids: dict[int, tuple[_Entry, tuple[int, int, int]]] = {}
+        self.listed: dict[int, tuple[_Entry, tuple[int, int, int]]] = {}   # rid -> (entry, bucket)
         self.reported = 0
         self.synced = 0
         self.arrivals = 0
@@ -288,9 +288,9 @@ class Nic:
     def __deepcopy__(self, memo: dict) -> Nic:
         new = object.__new__(Nic)
         new.__dict__.update(vars(self))
-        new.buckets, held = _copy_queues(
-            self.buckets, {k: e for k, (e, _) in self.held_ids.items()}, memo)
-        new.held_ids = {k: (held[k], key) for k, (_, key) in self.held_ids.items()}
+        new.buckets, entries = _copy_queues(
+            self.buckets, {k: e for k, (e, _) in self.listed.items()}, memo)
+        new.listed = {k: (entries[k], key) for k, (_, key) in self.listed.items()}
         new.ops, new.cq = deque(self.ops), deque(self.cq)
         return new
 
@@ -305,7 +305,7 @@ class Nic:
             h = _head(self.buckets.get((p.comm, p.src, p.tag)))
             if h is not None:
                 h.alive = False
-                del self.held_ids[h.key]
+                del self.listed[h.key]
                 self.cq.append(_Cqe("match", rid=h.key, mid=p.mid, seq=seq))
                 return
         self.reported += 1
@@ -318,9 +318,9 @@ class Nic:
             comm, src, tag, _ = recvs[op.rid]
             e = _Entry(op.rid, op.rid)
             self.buckets.setdefault((comm, src, tag), deque()).append(e)
-            self.held_ids[op.rid] = (e, (comm, src, tag))
+            self.listed[op.rid] = (e, (comm, src, tag))
         elif op.kind == "remove":
-            found = self.held_ids.pop(op.rid, None)
+            found = self.listed.pop(op.rid, None)
             if found is not None:
                 found[0].alive = False
             # a failed remove: the tag was consumed by a match whose completion is queued
@@ -332,7 +332,6 @@ class TagMatchEngine:
     """The senders and the receiver of one job, configured by the spec's parameters."""
 
     handshake = True        # the NIC holds matching until software's count is current
-    shadow_claims = True    # a reported message may claim a receive the NIC holds
     head_only = True        # the NIC holds only a head of the posted list
 
     def __init__(self, cfg: Params):
@@ -381,7 +380,7 @@ class TagMatchEngine:
             tuple(self.status), tuple(self.completion), tuple(self.stage),
             tuple(self.released), self.posted.ids(), self.unexpected.ids(),
             tuple(self.where[r] for r in self.posted.ids()) if self.offload else (),
-            tuple(nic.held_ids) if nic else (),
+            tuple(nic.listed) if nic else (),
             tuple((r, c.mid, c.cancelling) for r, c in self.claims.items()),
             tuple((o.kind, o.count, o.rid) for o in nic.ops) if nic else (),
             tuple((c.kind, c.rid, c.mid, c.ok) for c in nic.cq) if nic else (),
