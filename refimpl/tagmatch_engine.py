@@ -345,6 +345,7 @@ class TagMatchEngine:
         self.status: list[int] = []
         self.completion: list[int] = []
         self.arrived: set[int] = set()          # mids the receiver's NIC took in
+        self.matched_to: dict[int, int] = {}    # mid -> the rid it matched
         self.fins_out: set[int] = set()         # FINs on their way to a sender
         self.posted = Posted()
         self.unexpected = Unexpected()
@@ -366,6 +367,7 @@ class TagMatchEngine:
             setattr(new, k, list(getattr(self, k)))
         new.msgs, new.recvs = list(self.msgs), list(self.recvs)     # frozen items
         new.arrived, new.fins_out = set(self.arrived), set(self.fins_out)
+        new.matched_to = dict(self.matched_to)
         new.where = dict(self.where)
         new.claims = {k: _Claim(c.mid, c.seq, c.cancelling) for k, c in self.claims.items()}
         new.posted = copy.deepcopy(self.posted, memo)
@@ -400,7 +402,7 @@ class TagMatchEngine:
         return self.msgs[mid]
 
     def _rid_of(self, mid: int) -> int:
-        return self.status.index(mid)
+        return self.matched_to[mid]
 
     # ------------------------------------------------------------------ senders
     def send(self, sender: int, comm: int, tag: int, nbytes: int) -> Emitted:
@@ -541,9 +543,11 @@ class TagMatchEngine:
         """Record matches: an eager one completes its receive, a rendezvous one needs a READ."""
         for rid, mid in revoked:
             self.status[rid], self.completion[rid], self.stage[mid] = PENDING, 0, IDLE
+            del self.matched_to[mid]
         done = []
         for rid, mid in pairs:
             self.status[rid] = mid
+            self.matched_to[mid] = rid
             if self.msgs[mid].kind == EAGER:
                 self.completion[rid] = self._code(rid, mid)
                 done.append((rid, self.completion[rid]))
