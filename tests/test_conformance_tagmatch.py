@@ -153,6 +153,34 @@ def test_conform_all_runs_both_and_fails_if_either_differs(capsys, tmp_path):
     assert "gate: no engine behaves as variant 'wildcard-last'" in capsys.readouterr().err
 
 
+BOTH = '''
+from verbspec.refimpl.gate_engine import GateEngine
+from verbspec.refimpl.tagmatch_engine import TagMatchEngine
+
+
+class Eager(TagMatchEngine):
+    def _on_post(self, p):
+        self.released[p.mid] = p.kind == "eager"
+        return (p.mid,) if p.kind == "eager" else ()
+
+
+def make(*args):
+    # gate: (config, rank, granted depth); tagmatch: (parameters)
+    return GateEngine(args[0], args[2]) if len(args) == 3 else Eager(args[0])
+'''
+
+
+def test_conform_all_exits_1_when_one_protocol_differs(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "both_impl.py").write_text(BOTH, encoding="utf-8")
+    assert main(["conform", "--protocol", "all", "--impl", "both_impl:make", "--examples",
+                 "5", "--quiet", "--json", "--trace-dir", "traces"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [r["mismatches"] for r in out["results"]] == [0, 1] and out["mismatches"] == 1
+    assert "send(sender=0" in out["results"][1]["mismatch"]
+
+
 def test_conform_command_catches_a_variant_and_replays_it(capsys, tmp_path):
     assert main(["conform", "--protocol", "tagmatch", "--impl", "variant:silent-truncation",
                  "--exhaustive", "--quiet", "--json", "--trace-dir", str(tmp_path)]) == 1
