@@ -77,6 +77,15 @@ def test_every_edge_of_every_sweep_configuration_conforms():
     assert set(rep.actions) == set(action_names(TagMatchSystem))
 
 
+@pytest.mark.slow
+def test_every_edge_of_the_default_parameters_conforms():
+    # one sender, two messages, two receives, capacity 1, eager and rendezvous, probe
+    sweep = TagmatchHarness(build({})).every_edge()
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    assert (sweep.states, sweep.edges) == (135_547, 714_796)
+    assert set(sweep.actions) == set(action_names(TagMatchSystem))
+
+
 # each variant's engine against the base spec, breadth first: the action and step (on a
 # shortest path) it is first caught at, the configuration (1-based) and the field that differs
 CAUGHT = {"offload-no-sync": ("deliver", 6, 1, "view hw"),
