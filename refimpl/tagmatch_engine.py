@@ -243,9 +243,6 @@ class Unexpected:
     def ids(self) -> tuple[int, ...]:
         return tuple(e.key for e in sorted(self._by_id.values(), key=lambda e: e.seq))
 
-    def __len__(self) -> int:
-        return len(self._by_id)
-
 
 @dataclass(frozen=True)
 class _Op:
@@ -655,7 +652,3 @@ class TagMatchEngine:
     def _shadow_pick(self, m: Packet) -> int | None:
         """The earliest pending receive, wherever it lives, that a reported message matches."""
         return self.posted.earliest(m.comm, m.src, m.tag)
-
-
-def reference(cfg: Params) -> TagMatchEngine:
-    return TagMatchEngine(cfg)
