@@ -139,9 +139,10 @@ def _parser() -> Parser:
     r.add_argument("file", type=Path, help="an ITF trace written by verbspec")
     r.add_argument("--impl", default=None, metavar="refimpl|MODULE:FACTORY",
                    help="also run the trace's moves in lockstep with this implementation of "
-                        "the gate ranks, comparing it with the spec at every step")
-    _conform_parser(add("conform", "hold an implementation of the gate protocol's ranks to "
-                                   "the spec: random runs of the spec drive it in lockstep"))
+                        "the trace's protocol, comparing it with the spec at every step")
+    _conform_parser(add("conform", "hold an implementation of a protocol (the gate ranks, or "
+                                   "a tag-matching job's endpoints) to the spec: runs of the "
+                                   "spec drive it in lockstep"))
     m = add("match", "run the tag-matching engine on a scenario file")
     m.add_argument("file", help="a scenario JSON file; - reads standard input")
     _regions_parser(add("regions", "prove the gate invariants over a parameter region and "
@@ -206,10 +207,13 @@ def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
 
     c.add_argument("--impl", default="refimpl", metavar="refimpl|MODULE:FACTORY",
-                   help="the implementation: the reference engine, or a callable "
-                        "(config, rank, granted depth) -> an object with the GateImpl methods")
-    c.add_argument("--protocol", choices=("gate",), default="gate",
-                   help="which protocol (the tag-matching engine is not written yet)")
+                   help="the implementation: the reference engine, variant:NAME (the "
+                        "reference engine behaving as a variant), or a callable: for gate "
+                        "(config, rank, granted depth) -> an object with the GateImpl methods, "
+                        "for tagmatch (parameters) -> one with the TagImpl methods")
+    c.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",
+                   help="which protocol's spec and implementation (all: each in turn; exit 0 "
+                        "only if none had a mismatch)")
     c.add_argument("--examples", type=int, default=200, help="random runs")
     c.add_argument("--exhaustive", action="store_true",
                    help="instead of random runs: every reachable edge of small base-protocol "
@@ -673,9 +677,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
-    """Random lockstep runs of the gate spec with the implementation on both ranks."""
+    """Lockstep runs of each selected protocol's spec with the implementation: random, or
+    every edge of small configurations. Exit 0 only if no protocol had a mismatch."""
     from verbspec.proofs.traces import save_counterexample
-    from verbspec.refimpl.conformance import conform, conform_every_edge, resolve
     from verbspec.refimpl.progress import Progress
 
     for n in ("examples", "steps"):
@@ -683,50 +687,79 @@ def cmd_conform(args: argparse.Namespace) -> int:
             raise ParamError(f"--{n} must be at least 1")
     if not 0 <= args.fault_rate <= 1:
         raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
-    try:
-        factory = resolve(args.impl)
-    except ValueError as e:
-        raise InputError(str(e)) from None
-    gate = protocols.load(args.protocol)
-    system = gate.build(parse_assignments(gate.PARAMS, args.param))
+    selected = _selected(args.protocol)
+    if args.exhaustive and args.param:
+        raise ParamError("--exhaustive runs its own configurations: no --param")
+    params = _split_params(selected, args.param)
+    jobs = []
+    for proto in selected:
+        try:
+            factory = _conform_module(proto).resolve(args.impl)
+        except ValueError as e:
+            raise InputError(f"{e}" if len(selected) == 1 else f"{proto}: {e}") from None
+        mod = protocols.load(proto)
+        jobs.append((proto, factory, mod.build(parse_assignments(mod.PARAMS, params[proto]))))
     check_dir(args.trace_dir, "--trace-dir")
+    reports = []
     with Progress(enabled=not args.quiet, label="verbspec conform") as progress:
-        progress.start(f"{args.impl} against the {args.protocol} spec")
-        if args.exhaustive:
-            if args.param:
-                raise ParamError("--exhaustive runs its own configurations: no --param")
-            rep = conform_every_edge(factory, args.impl, progress=progress.note)
-        else:
-            rep = conform(system, factory, args.impl, sequences=args.examples,
-                          steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,
-                          progress=progress.note)
-        progress.done()
-    path = (save_counterexample(rep.trace, args.trace_dir, "conform")
-            if rep.mismatch is not None and rep.trace is not None else None)
+        for proto, factory, system in jobs:
+            progress.start(f"{args.impl} against the {proto} spec")
+            reports.append(_conform_one(args, proto, factory, system, progress.note))
+            progress.done()
+    out = []
+    for rep in reports:
+        path = (save_counterexample(rep.trace, args.trace_dir, "conform")
+                if rep.mismatch is not None and rep.trace is not None else None)
+        out.append({**rep.as_json(), "trace": path})
     if args.json:
-        print(json.dumps({**rep.as_json(), "trace": path}, indent=1))
+        print(json.dumps(out[0] if len(out) == 1 else
+                         {"results": out, "mismatches": sum(o["mismatches"] for o in out)},
+                         indent=1))
     else:
-        what = (f"every edge of {rep.sweep['configs']} configurations: {rep.sweep['states']:,} "
-                f"states, {rep.sweep['edges']:,} edges, depth {rep.sweep['depth']}"
-                if rep.sweep else f"{rep.sequences} runs, {rep.steps:,} steps")
-        print(f"{args.impl} against the {args.protocol} spec: {what}, {len(rep.actions)} of "
-              f"{rep.actions_total} actions, {rep.seconds:.1f}s")
-        if rep.mismatch is not None:
-            print(f"mismatch: {rep.mismatch}\n  trace: {path}")
-        else:
-            print("no mismatch")
-    return EXIT_VIOLATION if rep.mismatch is not None else EXIT_OK
+        for rep, o in zip(reports, out, strict=True):
+            what = (f"every edge of {rep.sweep['configs']} configurations: "
+                    f"{rep.sweep['states']:,} states, {rep.sweep['edges']:,} edges, depth "
+                    f"{rep.sweep['depth']}" if rep.sweep
+                    else f"{rep.sequences} runs, {rep.steps:,} steps")
+            print(f"{args.impl} against the {rep.protocol} spec: {what}, {len(rep.actions)} "
+                  f"of {rep.actions_total} actions, {rep.seconds:.1f}s")
+            if rep.mismatch is not None:
+                print(f"mismatch: {rep.mismatch}\n  trace: {o['trace']}")
+            else:
+                print("no mismatch")
+    return EXIT_VIOLATION if any(r.mismatch is not None for r in reports) else EXIT_OK
+
+
+def _conform_module(proto: str) -> Any:
+    """The conformance harness module of a protocol."""
+    if proto == "gate":
+        from verbspec.refimpl import conformance
+        return conformance
+    from verbspec.refimpl import conformance_tagmatch
+    return conformance_tagmatch
+
+
+def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any,
+                 note: Any) -> Any:
+    mod = _conform_module(proto)
+    if args.exhaustive:
+        return mod.conform_every_edge(factory, args.impl, progress=note)
+    if proto == "gate":
+        return mod.conform(system, factory, args.impl, sequences=args.examples,
+                           steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,
+                           progress=note)
+    # the tag-matching spec has no fault actions: --fault-rate does not apply
+    return mod.conform(system, factory, args.impl, sequences=args.examples, steps=args.steps,
+                       seed=args.seed, progress=note)
 
 
 def _replay_impl(impl: str, proto: str, system: Any,
                  moves: list[tuple[str, dict[str, Any]]]) -> int:
-    """A trace's moves in lockstep with an implementation of the gate ranks."""
-    from verbspec.refimpl.conformance import GateHarness, resolve
-
-    if proto != "gate":
-        raise InputError(f"--impl: only gate implementations can be replayed, not {proto}")
+    """A trace's moves in lockstep with an implementation of the trace's protocol."""
+    mod = _conform_module(proto)
+    harness = mod.GateHarness if proto == "gate" else mod.TagmatchHarness
     try:
-        run = GateHarness(system, resolve(impl)).follow(moves)
+        run = harness(system, mod.resolve(impl)).follow(moves)
     except ValueError as e:
         raise InputError(str(e)) from None
     if run.mismatch is not None:

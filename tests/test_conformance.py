@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from verbspec.proofs.gate.refinement import CONFIGS as SWEEP_CONFIGS
-from verbspec.refimpl import gate_engine
+from verbspec.refimpl import gate_engine, tagmatch_engine
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import (
     CONFORMANCE,
@@ -111,20 +111,30 @@ def test_a_planted_engine_bug_is_caught_at_its_step(engine, values, what):
 
 ALLOWED = {"verbspec.spec.gate.params", "verbspec.spec.gate.errors",
            "verbspec.spec.gate.wire", "verbspec.spec.gate.state"}
+# the tag-matching engine: the parameters, status and stage constants, ANY, the location names
+TAGMATCH_ALLOWED = {"verbspec.spec.tagmatch.state", "verbspec.spec.tagmatch.lists",
+                    "verbspec.spec.tagmatch.offload"}
+CONFIG_TYPES = {"Params"}
 
 
-def test_the_engine_imports_only_configuration_and_constants():
-    tree = ast.parse(Path(gate_engine.__file__).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("module,allowed,package", [
+    (gate_engine, ALLOWED, "verbspec.spec.gate"),
+    (tagmatch_engine, TAGMATCH_ALLOWED, "verbspec.spec.tagmatch"),
+], ids=["gate", "tagmatch"])
+def test_the_engine_imports_only_configuration_and_constants(module, allowed, package):
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("verbspec.spec") for a in node.names)
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("verbspec.spec"):
             modules = ({f"{node.module}.{a.name}" for a in node.names}
-                       if node.module == "verbspec.spec.gate" else {node.module})
-            assert modules <= ALLOWED, modules
-            if node.module == "verbspec.spec.gate.state":
-                # names of phases and wire constants, never the spec's types or steps
-                assert all(a.name.isupper() for a in node.names), [a.name for a in node.names]
+                       if node.module == package else {node.module})
+            assert modules <= allowed, modules
+            if node.module in ("verbspec.spec.gate.state", *(TAGMATCH_ALLOWED)):
+                # names of phases and constants (and the parameters' type), never the spec's
+                # types or steps
+                assert all(a.name.isupper() or a.name in CONFIG_TYPES for a in node.names), [
+                    a.name for a in node.names]
 
 
 def test_conform_command_reports_the_reference_engine_clean(capsys, tmp_path):

@@ -1,0 +1,404 @@
+"""The tag-matching conformance harness: the spec's closed tag-matching system is the world, and
+an implementation of the job's endpoints (senders, receiver, and the receiver's NIC when
+matching is offloaded) is held to it step by step.
+
+Every spec action is handed to the implementation as one call: a sender's ``send``, the
+packet a ``deliver`` brought (``delivered``), the receiver's ``post_recv``, ``cancel`` and
+``probe``, the rendezvous steps (``start_read``, ``read_done``, ``send_fin``, and ``fin`` when
+a FIN reaches its sender), and with offload the NIC's ``hw_op`` and software's ``sw_complete``
+and ``sw_sync``. What the implementation emits (packets sent, matches, revoked matches,
+cancels, receive completions, READs, FINs, released buffers, a probe's answer) must equal what
+the spec's step did, and after every step its view must equal the spec's state read the same
+way. The wire is the spec's: the packet handed to ``delivered`` is the spec's message.
+
+An implementation fits ``TagImpl``; ``refimpl.tagmatch_engine.TagMatchEngine`` is the
+reference one.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any, Protocol
+
+from verbspec.refimpl.conformance import (
+    CONFORMANCE,
+    HAZARD_PREFIX,
+    Mismatch,
+    Report,
+    Run,
+    Sweep,
+)
+from verbspec.refimpl.conformance import resolve as resolve_module
+from verbspec.refimpl.tagmatch_engine import (
+    EAGER,
+    RNDV,
+    Emitted,
+    EngineView,
+    Packet,
+    Read,
+    TagMatchEngine,
+)
+from verbspec.spec import fabric as fb
+from verbspec.spec.actions import name_of
+from verbspec.spec.lts import Action, Trace, TraceStep, start_trace
+from verbspec.spec.tagmatch import offload as off
+from verbspec.spec.tagmatch.state import Params, State, StepObs, sender_qp
+from verbspec.spec.tagmatch.system import TagMatchSystem, build
+
+
+class TagImpl(Protocol):
+    """What an implementation of a tag-matching job's endpoints offers the harness."""
+
+    def send(self, sender: int, comm: int, tag: int, nbytes: int) -> Emitted: ...
+    def delivered(self, packet: Packet) -> Emitted: ...
+    def post_recv(self, comm: int, src: int, tag: int, nbytes: int) -> Emitted: ...
+    def cancel(self, rid: int) -> Emitted: ...
+    def probe(self, comm: int, src: int, tag: int) -> Emitted: ...
+    def start_read(self, mid: int) -> Emitted: ...
+    def read_done(self, mid: int) -> Emitted: ...
+    def send_fin(self, mid: int) -> Emitted: ...
+    def fin(self, mid: int) -> Emitted: ...
+    def hw_op(self) -> Emitted: ...
+    def sw_complete(self) -> Emitted: ...
+    def sw_sync(self) -> Emitted: ...
+    def view(self) -> Any: ...
+
+
+Factory = Callable[[Params], TagImpl]
+
+
+def reference(cfg: Params) -> TagMatchEngine:
+    return TagMatchEngine(cfg)
+
+
+S = TagMatchSystem
+SEND, DELIVER, POST, CANCEL, PROBE, READ, READ_DONE, FIN, FIN_ARRIVE, HW_OP, SW_COMPLETE, \
+    SW_SYNC = (name_of(f) for f in (S.do_send, S.do_deliver, S.do_post_recv, S.do_cancel,
+                                    S.do_probe, S.do_rndv_read, S.do_rndv_read_done,
+                                    S.do_send_fin, S.do_fin_arrive, S.do_hw_op,
+                                    S.do_sw_complete, S.do_sw_sync))
+EMITTED_FIELDS = tuple(f.name for f in fields(Emitted))
+VIEW_FIELDS = tuple(f.name for f in fields(EngineView))
+
+
+def _packet(system: TagMatchSystem, s: State, mid: int) -> Packet:
+    m = s.msgs[mid]
+    return Packet(mid, m.comm, m.src, m.tag, m.bytes, EAGER if system.eager(m) else RNDV)
+
+
+def _wire_head(s: State, qp: int) -> int:
+    return s.fabric.wire[qp][0].payload
+
+
+def expected(system: TagMatchSystem, pre: State, name: str, args: tuple, post: State,
+             obs: Any) -> Emitted:
+    """What the endpoints emit in a spec step, read off the step's states and observation."""
+    sends: tuple[Packet, ...] = ()
+    reads: tuple[Read, ...] = ()
+    fins: tuple[int, ...] = ()
+    if name == SEND:
+        mid = next(i for i, m in enumerate(post.msgs) if m is not None and pre.msgs[i] is None)
+        sends = (_packet(system, post, mid),)
+    elif name == READ:
+        mid = args[0]
+        rid = post.status.index(mid)
+        reads = (Read(mid, rid, min(post.msgs[mid].bytes, post.recvs[rid].bytes)),)
+    elif name == FIN:
+        fins = (args[0],)
+    step = obs if isinstance(obs, StepObs) else StepObs()
+    old = len(pre.completion)
+    # a receive completes when its code changes, or when a match (re)fills it: a revoked
+    # eager receive matched again completes again, perhaps with the same code
+    rematched = {rid for rid, _ in step.matches}
+    completions = tuple((rid, code) for rid, code in enumerate(post.completion)
+                        if code and (rid >= old or pre.completion[rid] != code
+                                     or rid in rematched))
+    released = tuple(mid for mid, r in enumerate(post.released) if r and not pre.released[mid])
+    probe = (step.probe[1],) if step.probe is not None else ()
+    return Emitted(sends, step.matches, step.revoked, step.cancelled, completions, reads, fins,
+                   released, probe)
+
+
+def spec_view(system: TagMatchSystem, s: State) -> EngineView:
+    """The spec's state in the vocabulary of ``EngineView``."""
+    e = s.engine
+    if not system.offload:
+        return EngineView(s.status, s.completion, s.stage, s.released, e.posted_ids(),
+                          e.unexpected_ids(), (), (), (), (), (), (0, 0, 0, 0))
+
+    def op(o: off.Op) -> tuple:
+        return (o.kind, o.count, o.recv.id if o.kind == "add" else
+                (o.rid if o.kind == "remove" else None))
+
+    def cqe(c: off.Cqe) -> tuple:
+        rid = c.recv.id if c.kind == "match" else (c.rid if c.kind == "removed" else None)
+        return (c.kind, rid, c.msg.id if c.msg is not None else None, c.ok)
+
+    return EngineView(s.status, s.completion, s.stage, s.released, e.pending_ids(),
+                      e.unexpected_ids(), tuple(loc for _, loc in e.posted),
+                      tuple(r.id for r in e.hw),
+                      tuple((c.recv.id, c.msg.id, c.cancelling) for c in e.claims),
+                      tuple(map(op, e.ops)), tuple(map(cqe, e.cq)),
+                      (e.sw_count, e.sent_count, e.reported, e.synced))
+
+
+def _norm(em: Emitted) -> Emitted:
+    """Emissions compared as sets where one step may emit several in any order."""
+    return Emitted(*(tuple(sorted(v, key=repr)) if f in ("completions", "released") else v
+                     for f, v in zip(EMITTED_FIELDS, (getattr(em, f) for f in EMITTED_FIELDS),
+                                     strict=True)))
+
+
+class TagmatchHarness:
+    """Lockstep runs of the spec's tag-matching system with one implementation of its
+    endpoints."""
+
+    def __init__(self, system: TagMatchSystem, factory: Factory = reference):
+        self.system = system
+        self.factory = factory
+
+    def fresh(self) -> tuple[State, TagImpl]:
+        return self.system.initial(), self.factory(self.system.params)
+
+    def deliver(self, impl: TagImpl, pre: State, name: str, args: tuple) -> Emitted:
+        """Hand one spec step to the implementation; what it emitted."""
+        if name == SEND:
+            return impl.send(*args)
+        if name == DELIVER:
+            return impl.delivered(_packet(self.system, pre,
+                                          _wire_head(pre, sender_qp(args[0]))))
+        if name == POST:
+            return impl.post_recv(*args)
+        if name == CANCEL:
+            return impl.cancel(args[0])
+        if name == PROBE:
+            return impl.probe(*args)
+        if name == READ:
+            return impl.start_read(args[0])
+        if name == READ_DONE:
+            return impl.read_done(args[0])
+        if name == FIN:
+            return impl.send_fin(args[0])
+        if name == FIN_ARRIVE:
+            return impl.fin(_wire_head(pre, fb.peer_of(sender_qp(args[0]))))
+        if name == HW_OP:
+            return impl.hw_op()
+        if name == SW_COMPLETE:
+            return impl.sw_complete()
+        if name == SW_SYNC:
+            return impl.sw_sync()
+        raise ValueError(f"no call of the implementation takes the spec's {name!r} step")
+
+    def compare(self, want: Emitted, got: Emitted, impl: TagImpl, post: State
+                ) -> tuple[str, Any, Any] | None:
+        """The first emission or view field in which the implementation differs."""
+        if not isinstance(got, Emitted):
+            return "emitted", "an Emitted", got
+        if want != got:
+            want, got = _norm(want), _norm(got)
+            for f in EMITTED_FIELDS:
+                if getattr(want, f) != getattr(got, f):
+                    return f, getattr(want, f), getattr(got, f)
+        spec, view = spec_view(self.system, post), impl.view()
+        if spec != view:
+            for f in VIEW_FIELDS:
+                if getattr(spec, f) != getattr(view, f, None):
+                    return f"view {f}", getattr(spec, f), getattr(view, f, None)
+        return None
+
+    def _step(self, impl: TagImpl, pre: State, name: str, args: tuple, post: State,
+              obs: Any) -> tuple[str, Any, Any] | None:
+        want = expected(self.system, pre, name, args, post, obs)
+        try:
+            got = self.deliver(impl, pre, name, args)
+        except Exception as e:      # an implementation refusing the step is a mismatch
+            return "the step", "taken", f"{type(e).__name__}: {e}"
+        return self.compare(want, got, impl, post)
+
+    def run(self, rng: random.Random, max_steps: int) -> Run:
+        """One random run of at most ``max_steps``: at each step an enabled action drawn
+        uniformly, then its arguments uniformly (so an action with many argument tuples,
+        such as a send, is not favoured), until only probes are left. The spec has no fault
+        actions."""
+
+        def choose(s: State, i: int) -> tuple[Action, tuple] | None:
+            if i > max_steps:
+                return None
+            enabled = [(a, args) for a in self.system.actions
+                       if (args := list(a.enabled(s)))]
+            if all(a.name == PROBE for a, _ in enabled):
+                return None
+            a, options = rng.choice(enabled)
+            return a, rng.choice(options)
+
+        return self._lockstep(choose)
+
+    def follow(self, moves: Sequence[tuple[str, dict[str, Any]]]) -> Run:
+        """The recorded moves of a trace, in lockstep; ValueError naming the first move that
+        the spec does not have enabled."""
+        table = {a.name: a for a in self.system.actions}
+
+        def choose(s: State, i: int) -> tuple[Action, tuple] | None:
+            if i > len(moves):
+                return None
+            name, kwargs = moves[i - 1]
+            a = table.get(name)
+            if a is None:
+                raise ValueError(f"step {i}: unknown action {name!r}")
+            args = tuple(kwargs.get(p) for p in a.params)
+            if args not in list(a.enabled(s)):
+                raise ValueError(f"step {i}: action {name}{args} is not enabled")
+            return a, args
+
+        return self._lockstep(choose)
+
+    def _lockstep(self, choose: Callable[[State, int], tuple[Action, tuple] | None]) -> Run:
+        s, impl = self.fresh()
+        out = Run(trace=start_trace(self.system, self.system.variants))
+        i = 1
+        while (move := choose(s, i)) is not None:
+            a, args = move
+            post, obs = a.apply(s, *args)
+            out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
+            named = dict(zip(a.params, args, strict=True))
+            out.trace.steps.append(TraceStep(a.name, named, post, obs))
+            diff = self._step(impl, s, a.name, args, post, obs)
+            if diff is not None:
+                out.mismatch = Mismatch(i, a.name, named, *diff)
+                out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                return out
+            s, i = post, i + 1
+        out.reached = {"messages_sent": sum(m is not None for m in s.msgs),
+                       "receives_posted": len(s.recvs)}
+        return out
+
+    def every_edge(self, max_states: int | None = None) -> Sweep:
+        """Every reachable edge (state, action, arguments), each executed once in lockstep,
+        breadth first. Each state is entered with the implementation as the first (a
+        shortest) path to it left it, copied with copy.deepcopy for each edge out of it; a
+        mismatch ends the sweep with that shortest path as its trace."""
+        s0, impl0 = self.fresh()
+        parent: dict[State, tuple | None] = {s0: None}
+        frontier = deque([(s0, impl0, 0)])
+        out = Sweep()
+        while frontier:
+            s, impl, depth = frontier.popleft()
+            out.states, out.depth = out.states + 1, max(out.depth, depth)
+            if max_states is not None and out.states > max_states:
+                raise RuntimeError(f"more than {max_states} states")
+            for a in self.system.actions:
+                for args in a.enabled(s):
+                    mine = copy.deepcopy(impl)
+                    post, obs = a.apply(s, *args)
+                    out.edges += 1
+                    out.actions[a.name] += 1
+                    diff = self._step(mine, s, a.name, args, post, obs)
+                    if diff is not None:
+                        named = dict(zip(a.params, args, strict=True))
+                        out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
+                        out.trace = self._path(parent, s, (a.name, args, post, obs))
+                        out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                        return out
+                    if post not in parent:
+                        parent[post] = (s, a.name, args, post, obs)
+                        frontier.append((post, mine, depth + 1))
+        return out
+
+    def _path(self, parent: dict, node: Any, last: tuple) -> Trace:
+        steps = [last]
+        while parent[node] is not None:
+            node, *step = parent[node]
+            steps.append(tuple(step))
+        trace = start_trace(self.system, self.system.variants)
+        table = {a.name: a for a in self.system.actions}
+        for name, args, post, obs in reversed(steps):
+            named = dict(zip(table[name].params, args, strict=True))
+            trace.steps.append(TraceStep(name, named, post, obs))
+        return trace
+
+
+# ---------------------------------------------------------------------------- the suite
+def resolve(impl: str) -> Factory:
+    """``refimpl``, ``variant:NAME`` (refimpl/tagmatch_hazards.py) or ``MODULE:FACTORY``, a
+    callable (parameters) -> implementation; ValueError naming what is wrong."""
+    if impl == "refimpl":
+        return reference
+    if impl.startswith(HAZARD_PREFIX):
+        from verbspec.refimpl.tagmatch_hazards import hazard
+
+        return hazard(impl[len(HAZARD_PREFIX):])
+    return resolve_module(impl)
+
+
+def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: int,
+            steps: int, seed: int = 0, progress: Callable[[str], None] | None = None
+            ) -> Report:
+    """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
+    differs; that run is kept, ending at its first mismatching step."""
+    harness = TagmatchHarness(system, factory)
+    out = Report(impl, system.protocol, actions_total=len(system.actions))
+    t0 = time.perf_counter()
+    for k in range(sequences):
+        run = harness.run(random.Random(seed + k), steps)
+        out.sequences, out.steps = k + 1, out.steps + run.steps
+        out.actions.update(run.actions)
+        for m, v in run.reached.items():
+            out.reached[m] = max(out.reached.get(m, 0), v)
+        if run.mismatch is not None:
+            out.mismatch, out.trace = run.mismatch, run.trace
+            break
+        if progress and (k + 1) % 100 == 0:
+            progress(f"{k + 1} sequences, {out.steps:,} steps")
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+# The every-edge configurations, cheapest first: each small enough to sweep whole (about a
+# minute together on one core), together covering one and two senders, wildcard sources and
+# tags, eager and rendezvous messages, truncation, cancel, probe, and the offload with a
+# two-entry NIC list, its shadow, claims and sync. Parameters left out take their defaults
+# (one tag, one communicator, cancel on).
+EAGER_ONLY = {"max_bytes": 1}
+BOTH = {"max_bytes": 2, "eager_limit": 1}          # eager 1 byte, rendezvous 2; truncation
+SWEEP_CONFIGS: tuple[dict[str, int], ...] = (
+    {"senders": 1, "messages": 2, "receives": 2, "capacity": 2, "probe": 0, **EAGER_ONLY},
+    {"senders": 1, "messages": 2, "receives": 2, "capacity": 0, "probe": 1, **BOTH},
+    {"senders": 2, "messages": 1, "receives": 2, "capacity": 2, "probe": 0, **EAGER_ONLY},
+    {"senders": 2, "messages": 1, "receives": 1, "capacity": 1, "probe": 1, **BOTH},
+    {"senders": 2, "messages": 1, "receives": 2, "capacity": 0, "probe": 0, **BOTH},
+)
+
+
+def conform_every_edge(factory: Factory, impl: str,
+                       configs: Sequence[dict[str, int]] | None = None,
+                       progress: Callable[[str], None] | None = None) -> Report:
+    """Every reachable edge of the sweep's configurations, each executed once in lockstep;
+    stops at the first mismatch."""
+    configs = SWEEP_CONFIGS if configs is None else configs
+    t0 = time.perf_counter()
+    out = Report(impl, "tagmatch", sweep={"configs": 0, "states": 0, "edges": 0, "depth": 0})
+    seen: Counter = Counter()
+    for values in configs:
+        system = build(values)
+        out.actions_total = max(out.actions_total, len(system.actions))
+        sw = TagmatchHarness(system, factory).every_edge()
+        out.sweep["configs"] += 1
+        for k in ("states", "edges"):
+            out.sweep[k] += getattr(sw, k)
+        out.sweep["depth"] = max(out.sweep["depth"], sw.depth)
+        out.steps += sw.edges
+        seen.update(sw.actions)
+        if progress:
+            progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
+                     f"{out.sweep['edges']:,} edges")
+        if sw.mismatch is not None:
+            out.mismatch, out.trace = sw.mismatch, sw.trace
+            break
+    out.actions = seen
+    out.seconds = time.perf_counter() - t0
+    return out

@@ -1,0 +1,302 @@
+"""The tag-matching conformance harness: the reference engine runs in lockstep with the spec
+without a mismatch (random runs and every edge of small configurations), each variant's
+engine is caught at a named step, and the engine refuses bad input by name. (The engine's
+import rule is tested with the gate engine's, in test_conformance.py.)"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from verbspec.refimpl.cli import main
+from verbspec.refimpl.conformance import CONFORMANCE
+from verbspec.refimpl.conformance_tagmatch import (
+    SWEEP_CONFIGS,
+    TagmatchHarness,
+    conform,
+    conform_every_edge,
+    resolve,
+)
+from verbspec.refimpl.tagmatch_engine import (
+    EAGER,
+    RNDV,
+    Emitted,
+    EngineError,
+    Packet,
+    Read,
+    TagMatchEngine,
+)
+from verbspec.refimpl.tagmatch_hazards import HAZARDS
+from verbspec.spec.actions import action_names
+from verbspec.spec.tagmatch.lists import ANY
+from verbspec.spec.tagmatch.state import OK, TRUNCATED, Params
+from verbspec.spec.tagmatch.system import TagMatchSystem, build
+from verbspec.spec.tagmatch.variants import VARIANTS
+
+CONFIGS = [{}, {"capacity": 0},
+           {"senders": 2, "messages": 2, "receives": 3, "tags": 2, "capacity": 2,
+            "max_bytes": 3, "eager_limit": 1},
+           {"senders": 3, "messages": 3, "receives": 4, "tags": 2, "comms": 2, "capacity": 2,
+            "max_bytes": 3, "eager_limit": 2},
+           {"senders": 3, "messages": 3, "receives": 4, "tags": 2, "capacity": 0,
+            "max_bytes": 2, "eager_limit": 1}]
+
+
+@pytest.mark.parametrize("values", CONFIGS, ids=lambda v: ",".join(f"{k}={x}" for k, x in
+                                                                     v.items()) or "defaults")
+def test_random_runs_of_the_reference_engine_conform(values):
+    h = TagmatchHarness(build(values))
+    done = [h.run(random.Random(seed), 400) for seed in range(150)]
+    bad = [r.mismatch for r in done if r.mismatch]
+    assert not bad, str(bad[0])
+    assert sum(r.steps for r in done) > 2_000
+
+
+def test_random_runs_reach_every_action():
+    rep = conform(build({}), resolve("refimpl"), "refimpl", sequences=300, steps=400)
+    assert rep.mismatch is None, str(rep.mismatch)
+    assert set(rep.actions) == set(action_names(TagMatchSystem))
+    assert rep.reached == {"messages_sent": 2, "receives_posted": 2}
+
+
+def test_every_edge_of_the_offload_configuration_conforms():
+    sweep = TagmatchHarness(build(SWEEP_CONFIGS[0])).every_edge()
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    assert (sweep.states, sweep.edges) == (4_130, 9_718)
+    assert set(sweep.actions) == set(action_names(TagMatchSystem)) - {
+        "probe", "rndv_read", "rndv_read_done", "send_fin", "fin_arrive"}
+
+
+@pytest.mark.slow
+def test_every_edge_of_every_sweep_configuration_conforms():
+    rep = conform_every_edge(resolve("refimpl"), "refimpl")
+    assert rep.mismatch is None, str(rep.mismatch)
+    assert rep.sweep["configs"] == len(SWEEP_CONFIGS)
+    assert set(rep.actions) == set(action_names(TagMatchSystem))
+
+
+@pytest.mark.slow
+def test_every_edge_of_the_default_parameters_conforms():
+    # one sender, two messages, two receives, capacity 1, eager and rendezvous, probe
+    sweep = TagmatchHarness(build({})).every_edge()
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    assert (sweep.states, sweep.edges) == (135_547, 714_796)
+    assert set(sweep.actions) == set(action_names(TagMatchSystem))
+
+
+# each variant's engine against the base spec, breadth first: the action and step (on a
+# shortest path) it is first caught at, the configuration (1-based) and the field that differs
+CAUGHT = {"offload-no-sync": ("deliver", 6, 1, "view hw"),
+          "wildcard-last": ("sw_complete", 5, 1, "matches"),
+          "unexpected-newest-first": ("post_recv", 7, 1, "matches"),
+          "no-shadow-claim": ("sw_complete", 4, 1, "matches"),
+          "offload-behind-software": ("post_recv", 2, 1, "view where"),
+          "fin-before-read": ("rndv_read", 4, 2, "fins"),
+          "eager-complete-on-post": ("send", 1, 1, "released"),
+          "silent-truncation": ("rndv_read_done", 5, 2, "completions")}
+
+
+def test_every_variant_has_an_engine():
+    assert set(HAZARDS) == {v.name for v in VARIANTS} == set(CAUGHT)
+
+
+@pytest.mark.parametrize("name", sorted(CAUGHT))
+def test_a_variant_as_an_implementation_is_caught(name):
+    rep = conform_every_edge(resolve(f"variant:{name}"), name)
+    assert rep.mismatch is not None, f"variant:{name} passed every edge"
+    action, step, config, what = CAUGHT[name]
+    assert (rep.mismatch.action, rep.mismatch.step, rep.mismatch.what) == (
+        action, step, what), str(rep.mismatch)
+    assert rep.sweep["configs"] == config
+    assert rep.trace is not None and len(rep.trace.steps) == step + 1
+    assert rep.trace.violation == CONFORMANCE
+
+
+# fin-before-read's engine sends FIN with the READ; the variant's spec sends it as a step of
+# its own while the READ runs, so that engine differs from its own variant too
+FAITHFUL = sorted(set(CAUGHT) - {"fin-before-read"})
+
+
+@pytest.mark.parametrize("name", FAITHFUL)
+def test_a_variant_engine_behaves_as_its_variant(name):
+    values = {"senders": 2, "messages": 2, "receives": 3, "tags": 2, "capacity": 2,
+              "max_bytes": 2, "eager_limit": 1}
+    h = TagmatchHarness(build(values, (name,)), resolve(f"variant:{name}"))
+    bad = [r.mismatch for r in (h.run(random.Random(seed), 400) for seed in range(100))
+           if r.mismatch]
+    assert not bad, str(bad[0])
+
+
+def test_a_mismatch_replays_against_both_engines():
+    rep = conform_every_edge(resolve("variant:no-shadow-claim"), "no-shadow-claim")
+    moves = [(s.action, s.args) for s in rep.trace.steps[1:]]
+    system = build(SWEEP_CONFIGS[0])
+    assert TagmatchHarness(system).follow(moves).mismatch is None
+    again = TagmatchHarness(system, resolve("variant:no-shadow-claim")).follow(moves)
+    assert str(again.mismatch) == str(rep.mismatch)
+    with pytest.raises(ValueError, match="step 1: action fin_arrive"):
+        TagmatchHarness(system).follow([("fin_arrive", {"sender": 0})])
+
+
+# ------------------------------------------------------------------------------ the CLI
+def test_conform_command_runs_the_tagmatch_engine(capsys, tmp_path):
+    assert main(["conform", "--protocol", "tagmatch", "--examples", "30", "--quiet", "--json",
+                 "--trace-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["impl"], out["protocol"], out["sequences"], out["mismatches"]) == (
+        "refimpl", "tagmatch", 30, 0)
+    assert out["actions_total"] == 12 and out["steps"] == sum(out["actions"].values())
+
+
+def test_conform_all_runs_both_and_fails_if_either_differs(capsys, tmp_path):
+    assert main(["conform", "--protocol", "all", "--examples", "5", "--quiet", "--json",
+                 "--trace-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["protocol"] for r in out["results"]] == ["gate", "tagmatch"]
+    assert out["mismatches"] == 0
+    # a variant name belongs to one protocol: the other cannot resolve it
+    assert main(["conform", "--protocol", "all", "--impl", "variant:wildcard-last",
+                 "--quiet", "--trace-dir", str(tmp_path)]) == 3
+    assert "gate: no engine behaves as variant 'wildcard-last'" in capsys.readouterr().err
+
+
+BOTH = '''
+from verbspec.refimpl.gate_engine import GateEngine
+from verbspec.refimpl.tagmatch_engine import TagMatchEngine
+
+
+class Eager(TagMatchEngine):
+    def _on_post(self, p):
+        self.released[p.mid] = p.kind == "eager"
+        return (p.mid,) if p.kind == "eager" else ()
+
+
+def make(*args):
+    # gate: (config, rank, granted depth); tagmatch: (parameters)
+    return GateEngine(args[0], args[2]) if len(args) == 3 else Eager(args[0])
+'''
+
+
+def test_conform_all_exits_1_when_one_protocol_differs(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "both_impl.py").write_text(BOTH, encoding="utf-8")
+    assert main(["conform", "--protocol", "all", "--impl", "both_impl:make", "--examples",
+                 "5", "--quiet", "--json", "--trace-dir", "traces"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [r["mismatches"] for r in out["results"]] == [0, 1] and out["mismatches"] == 1
+    assert "send(sender=0" in out["results"][1]["mismatch"]
+
+
+def test_conform_command_catches_a_variant_and_replays_it(capsys, tmp_path):
+    assert main(["conform", "--protocol", "tagmatch", "--impl", "variant:silent-truncation",
+                 "--exhaustive", "--quiet", "--json", "--trace-dir", str(tmp_path)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["mismatches"] == 1 and "rndv_read_done(mid=0): completions" in out["mismatch"]
+    assert main(["replay", "--impl", "variant:silent-truncation", out["trace"]]) == 1
+    assert capsys.readouterr().out.startswith("variant:silent-truncation differs from the spec")
+    assert main(["replay", "--impl", "refimpl", out["trace"]]) == 0
+
+
+# ------------------------------------------------------------------- the engine's refusals
+CFG = build({"senders": 2, "messages": 1, "receives": 2, "capacity": 0, "max_bytes": 2,
+             "eager_limit": 1}).params
+OFFLOAD = build({"capacity": 1}).params
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda e: e.send(2, 0, 0, 1), "sender 2 is outside 0..1"),
+    (lambda e: e.send(0, 1, 0, 1), "communicator 1 is outside 0..0"),
+    (lambda e: e.send(0, 0, ANY, 1), "tag -1 is outside 0..0"),
+    (lambda e: e.send(0, 0, 0, 3), "length 3 is outside 1..2"),
+    (lambda e: e.send(0, 0, 0, 0), "length 0 is outside 1..2"),
+    (lambda e: (e.send(0, 0, 0, 1), e.send(0, 0, 0, 1)), "sender 0 has sent all its 1"),
+    (lambda e: e.post_recv(0, 5, 0, 1), "source 5 is outside 0..1 or ANY"),
+    (lambda e: e.post_recv(0, 0, 7, 1), "tag 7 is outside 0..0 or ANY"),
+    (lambda e: e.post_recv(0, 0, 0, 9), "buffer length 9 is outside 1..2"),
+    (lambda e: e.probe(0, -2, 0), "source -2 is outside"),
+    (lambda e: e.cancel(0), "receive 0 was never posted"),
+    (lambda e: e.delivered(Packet(0, 0, 0, 0, 1, EAGER)), "message 0 was never sent"),
+    (lambda e: (e.send(0, 0, 0, 1), e.delivered(Packet(0, 0, 0, 0, 2, EAGER))),
+     "differs from what sender 0 sent"),
+    (lambda e: (e.send(0, 0, 0, 1), e.delivered(Packet(0, 0, 0, 0, 1, EAGER)),
+                e.delivered(Packet(0, 0, 0, 0, 1, EAGER))), "message 0 already arrived"),
+    (lambda e: (e.send(0, 0, 0, 1), e.start_read(0)), "message 0 has no READ to start"),
+    (lambda e: (e.send(0, 0, 0, 2), e.read_done(0)), "message 0 has no READ in flight"),
+    (lambda e: (e.send(0, 0, 0, 2), e.send_fin(0)), "READ has not completed: no FIN yet"),
+    (lambda e: (e.send(0, 0, 0, 2), e.fin(0)), "no FIN for message 0 is on its way"),
+    (lambda e: e.hw_op(), "no tag-matching offload"),
+    (lambda e: e.sw_complete(), "no tag-matching offload"),
+])
+def test_the_engine_refuses_bad_input_by_name(call, message):
+    with pytest.raises(EngineError, match=message):
+        call(TagMatchEngine(CFG))
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda e: e.hw_op(), "the NIC has no op to execute"),
+    (lambda e: e.sw_complete(), "the NIC has no completion to handle"),
+    (lambda e: e.sw_sync(), "the NIC already has software's unexpected count"),
+    (lambda e: (e.post_recv(0, 0, 0, 1), e.cancel(0), e.cancel(0)),
+     "receive 0 is already being cancelled"),
+    (lambda e: (e.send(0, 0, 0, 1), e.delivered(Packet(0, 0, 0, 0, 1, EAGER)),
+                e.probe(0, 0, 0)), "probe with NIC completions unhandled"),
+])
+def test_the_offload_refuses_a_step_it_has_nothing_for(call, message):
+    with pytest.raises(EngineError, match=message):
+        call(TagMatchEngine(OFFLOAD))
+
+
+def test_a_rendezvous_reads_then_fins_and_a_long_message_truncates():
+    e = TagMatchEngine(CFG)
+    assert e.post_recv(0, ANY, ANY, 1) == Emitted()
+    sent = e.send(1, 0, 0, 2)
+    assert sent.sends == (Packet(1, 0, 1, 0, 2, RNDV),) and sent.released == ()
+    assert e.delivered(sent.sends[0]).matches == ((0, 1),)
+    assert e.start_read(1).reads == (Read(1, 0, 1),)
+    assert e.read_done(1).completions == ((0, TRUNCATED),)
+    assert e.send_fin(1).fins == (1,)
+    assert e.fin(1).released == (1,)
+    eager = e.send(0, 0, 0, 1).sends[0]
+    assert e.delivered(eager).released == (0,)
+    assert e.post_recv(0, 0, 0, 2).completions == ((1, OK),)
+
+
+def test_matching_work_per_operation_is_constant_under_wildcards(monkeypatch):
+    # queue heads examined plus dead entries dropped, over a run with thousands of
+    # never-matching wildcard receives posted first and cancels in between: a list walk
+    # would cost thousands per operation
+    from verbspec.refimpl import tagmatch_engine as te
+
+    work = {"n": 0}
+    head, tail = te._head, te._tail
+
+    def counted(f):
+        def run(q):
+            before = len(q) if q else 0
+            out = f(q)
+            work["n"] += 1 + before - (len(q) if q else 0)
+            return out
+        return run
+
+    monkeypatch.setattr(te, "_head", counted(head))
+    monkeypatch.setattr(te, "_tail", counted(tail))
+    n = 3000
+    cfg = Params(senders=2, messages=n, receives=3 * n, tags=2, comms=2, max_bytes=1,
+                 eager_limit=1, capacity=0, cancel=1, probe=1)
+    e = TagMatchEngine(cfg)
+    ops = 0
+    for _ in range(n):                       # wildcards on communicator 1: never matched
+        e.post_recv(1, ANY, ANY, 1)
+        ops += 1
+    for k in range(n):
+        e.post_recv(0, k % 2, ANY if k % 3 else 1, 1)
+        if k % 5 == 0:
+            e.cancel(n + k)
+        e.delivered(e.send(k % 2, 0, 1, 1).sends[0])
+        e.delivered(e.send(k % 2, 0, 0, 1).sends[0])
+        e.probe(0, ANY, ANY)
+        ops += 5
+    assert work["n"] <= 6 * ops, (work["n"], ops)
