@@ -187,7 +187,9 @@ class GateHarness:
         ``fault_rate`` where one is enabled, otherwise an enabled progress step, weighted as
         one of the system's workload profiles says (drawn per run: long runs of decode gates,
         or big gates between them), other steps equally likely."""
-        profiles = self.system.weights
+        # faults come at fault_rate, whatever weight exploration gives them
+        faulty = {a.name for a in self.system.actions if a.fault}
+        profiles = {n: w for n, w in self.system.weights.items() if n not in faulty}
         k = rng.randrange(len(next(iter(profiles.values()))))
         weight = {name: w[k] for name, w in profiles.items()}
 
