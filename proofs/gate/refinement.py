@@ -9,13 +9,16 @@ alpha(post) satisfies the model's move for that action, and the model's property
 alpha(post) are the spec's. The abstraction is defined up to the first state an invariant
 rejects, so such a state is checked but not expanded.
 
-A passing check is cached under a digest of the spec's and the model's source, so an unchanged
-tree pays for it once; a divergence is never cached.
+A passing check is cached under a digest of the source it imports (the spec and the model's
+moves, not the induction), so an unchanged spec and model pay for it once; a divergence is
+never cached.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import os
 import time
@@ -236,16 +239,35 @@ def first_divergence(trace: Trace) -> tuple[int, str] | None:
     return None
 
 
-def source_digest() -> str:
-    """A digest of the executable spec's and the gate model's source."""
-    import verbspec.proofs.gate as model_pkg
-    import verbspec.spec as spec_pkg
+def source_files() -> list[Path]:
+    """The source the check depends on: this module and every verbspec module it imports,
+    directly or through others (the whole executable spec, the model's moves, terms and
+    properties; not the induction and its lemmas, whose edits need no new check)."""
+    seen: dict[str, Path] = {}
+    todo = [__name__]
+    while todo:
+        name = todo.pop()
+        if name in seen or not name.startswith("verbspec."):
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:      # ``from module import name``: a name, not a module
+            continue
+        if spec is None or spec.origin is None:
+            continue
+        path = seen[name] = Path(spec.origin)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                todo += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                todo += [a.name for a in node.names]
+    return sorted(seen.values())
 
+
+def source_digest() -> str:
+    """A digest of the source the check depends on (:func:`source_files`)."""
     h = hashlib.sha256()
-    roots = [Path(spec_pkg.__file__).parent, Path(model_pkg.__file__).parent]
-    files = sorted(p for root in roots for p in root.rglob("*.py"))
-    files.append(Path(__file__).parent.parent / "evaluator.py")
-    for p in files:
+    for p in source_files():
         h.update(f"{p.parent.name}/{p.name}".encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
