@@ -117,6 +117,42 @@ def _completion(c: Any) -> Completion:
     return Completion(c.opcode, c.wr_id, fb.WC_STATUS_CODE[c.status], c.byte_len)
 
 
+def recorded(system: Any, moves: Sequence[tuple[str, dict[str, Any]]]
+             ) -> Callable[[Any, int], tuple[Action, tuple] | None]:
+    """A harness's step chooser that takes a trace's recorded moves in turn; ValueError
+    naming the first move the spec does not have enabled."""
+    table = {a.name: a for a in system.actions}
+
+    def choose(s: Any, i: int) -> tuple[Action, tuple] | None:
+        if i > len(moves):
+            return None
+        name, kwargs = moves[i - 1]
+        a = table.get(name)
+        if a is None:
+            raise ValueError(f"step {i}: unknown action {name!r}")
+        args = tuple(kwargs.get(p) for p in a.params)
+        if args not in list(a.enabled(s)):
+            raise ValueError(f"step {i}: action {name}{args} is not enabled")
+        return a, args
+
+    return choose
+
+
+def first_path(system: Any, parent: dict, node: Any, last: tuple) -> Trace:
+    """The first path to ``node`` in a sweep's ``parent`` map (node -> (parent node, action,
+    args, post state, observation), None at the root), then the step ``last``, as a trace."""
+    steps = [last]
+    while parent[node] is not None:
+        node, *step = parent[node]
+        steps.append(tuple(step))
+    trace = start_trace(system, system.variants)
+    table = {a.name: a for a in system.actions}
+    for name, args, post, obs in reversed(steps):
+        named = dict(zip(table[name].params, args, strict=True))
+        trace.steps.append(TraceStep(name, named, post, obs))
+    return trace
+
+
 class GateHarness:
     """Lockstep runs of the spec's gate system with an implementation on each rank."""
 
@@ -211,21 +247,7 @@ class GateHarness:
     def follow(self, moves: Sequence[tuple[str, dict[str, Any]]]) -> Run:
         """The recorded moves of a trace, in lockstep; ValueError naming the first move that
         the spec does not have enabled."""
-        table = {a.name: a for a in self.system.actions}
-
-        def choose(s: GateState, i: int) -> tuple[Action, tuple] | None:
-            if i > len(moves):
-                return None
-            name, kwargs = moves[i - 1]
-            a = table.get(name)
-            if a is None:
-                raise ValueError(f"step {i}: unknown action {name!r}")
-            args = tuple(kwargs.get(p) for p in a.params)
-            if args not in list(a.enabled(s)):
-                raise ValueError(f"step {i}: action {name}{args} is not enabled")
-            return a, args
-
-        return self._lockstep(choose)
+        return self._lockstep(recorded(self.system, moves))
 
     def _lockstep(self, choose: Callable[[GateState, int], tuple[Action, tuple] | None]) -> Run:
         """Steps chosen by ``choose(state, index)`` until it returns None or the
@@ -280,26 +302,14 @@ class GateHarness:
                     if diff is not None:
                         named = dict(zip(a.params, args, strict=True))
                         out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
-                        out.trace = self._path(parent, node, (a.name, args, post, obs))
+                        out.trace = first_path(self.system, parent, node,
+                                               (a.name, args, post, obs))
                         out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
                         return out
                     if nxt not in parent:
                         parent[nxt] = (node, a.name, args, post, obs)
                         frontier.append((nxt, mine, depth + 1))
         return out
-
-    def _path(self, parent: dict, node: Any, last: tuple) -> Trace:
-        """The first path to ``node`` and then the step ``last``, as a trace."""
-        steps = [last]
-        while parent[node] is not None:
-            node, *step = parent[node]
-            steps.append(tuple(step))
-        trace = start_trace(self.system, self.system.variants)
-        table = {a.name: a for a in self.system.actions}
-        for name, args, post, obs in reversed(steps):
-            named = dict(zip(table[name].params, args, strict=True))
-            trace.steps.append(TraceStep(name, named, post, obs))
-        return trace
 
     def _step(self, impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
               obs: Observation) -> tuple[str, Any, Any] | None:

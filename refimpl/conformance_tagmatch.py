@@ -32,6 +32,8 @@ from verbspec.refimpl.conformance import (
     Report,
     Run,
     Sweep,
+    first_path,
+    recorded,
 )
 from verbspec.refimpl.conformance import resolve as resolve_module
 from verbspec.refimpl.tagmatch_engine import (
@@ -45,7 +47,7 @@ from verbspec.refimpl.tagmatch_engine import (
 )
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
-from verbspec.spec.lts import Action, Trace, TraceStep, start_trace
+from verbspec.spec.lts import Action, TraceStep, start_trace
 from verbspec.spec.tagmatch import offload as off
 from verbspec.spec.tagmatch.state import Params, State, StepObs, sender_qp
 from verbspec.spec.tagmatch.system import TagMatchSystem, build
@@ -241,21 +243,7 @@ class TagmatchHarness:
     def follow(self, moves: Sequence[tuple[str, dict[str, Any]]]) -> Run:
         """The recorded moves of a trace, in lockstep; ValueError naming the first move that
         the spec does not have enabled."""
-        table = {a.name: a for a in self.system.actions}
-
-        def choose(s: State, i: int) -> tuple[Action, tuple] | None:
-            if i > len(moves):
-                return None
-            name, kwargs = moves[i - 1]
-            a = table.get(name)
-            if a is None:
-                raise ValueError(f"step {i}: unknown action {name!r}")
-            args = tuple(kwargs.get(p) for p in a.params)
-            if args not in list(a.enabled(s)):
-                raise ValueError(f"step {i}: action {name}{args} is not enabled")
-            return a, args
-
-        return self._lockstep(choose)
+        return self._lockstep(recorded(self.system, moves))
 
     def _lockstep(self, choose: Callable[[State, int], tuple[Action, tuple] | None]) -> Run:
         s, impl = self.fresh()
@@ -301,25 +289,14 @@ class TagmatchHarness:
                     if diff is not None:
                         named = dict(zip(a.params, args, strict=True))
                         out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
-                        out.trace = self._path(parent, s, (a.name, args, post, obs))
+                        out.trace = first_path(self.system, parent, s,
+                                               (a.name, args, post, obs))
                         out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
                         return out
                     if post not in parent:
                         parent[post] = (s, a.name, args, post, obs)
                         frontier.append((post, mine, depth + 1))
         return out
-
-    def _path(self, parent: dict, node: Any, last: tuple) -> Trace:
-        steps = [last]
-        while parent[node] is not None:
-            node, *step = parent[node]
-            steps.append(tuple(step))
-        trace = start_trace(self.system, self.system.variants)
-        table = {a.name: a for a in self.system.actions}
-        for name, args, post, obs in reversed(steps):
-            named = dict(zip(table[name].params, args, strict=True))
-            trace.steps.append(TraceStep(name, named, post, obs))
-        return trace
 
 
 # ---------------------------------------------------------------------------- the suite
