@@ -1,0 +1,26 @@
+"""The native engines: the gate engine and the tag-matching engine in C (``native/*.c``), each
+the same sans-I/O machine as its reference engine in ``refimpl/``, with a plain C ABI
+(``native/*.h``) that a C transport links against.
+
+``pip install -e .`` compiles each engine with the system compiler into a cffi extension module
+(``native/build_*.py``). The build is optional: without a compiler the package installs and runs
+its Python engines; ``load`` says whether an engine was built.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+ENGINES = ("gate", "tag")
+
+
+def load(engine: str) -> ModuleType | None:
+    """The compiled module of ``engine`` (its ``ffi`` and ``lib``), or None where it was not
+    built (no compiler when the package was installed)."""
+    if engine not in ENGINES:
+        raise ValueError(f"unknown native engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    try:
+        return importlib.import_module(f"verbspec.native._{engine}_engine")
+    except ImportError:
+        return None
