@@ -22,6 +22,17 @@ def require(tier: str, missing: str | None) -> None:
     pytest.skip(missing)
 
 
+def native_module(engine: str):
+    """The compiled native engine ``engine`` (``gate`` or ``tag``); the test skips, saying so,
+    where it was not built (no C compiler at install), unless VERBSPEC_REQUIRE_NATIVE=1."""
+    from verbspec import native
+
+    mod = native.load(engine)
+    require("native", None if mod is not None else
+            f"the native {engine} engine is not built (pip install -e . needs a C compiler)")
+    return mod
+
+
 @pytest.fixture(params=sorted(protocols.MODULES))
 def protocol_system(request):
     """Each protocol's system at its defaults."""
