@@ -129,6 +129,8 @@ def _parser() -> Parser:
         q.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all",
                        help="which protocol's")
         q.add_argument("--json", action="store_true", help="print one JSON object")
+    _bench_parser(add("bench", "benchmarks: C harnesses timing verbspec's native engines "
+                               "against their peers side by side in one run"))
     pa = add("params", "list a protocol's parameters: defaults, ranges and choices")
     pa.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",
                     help="which protocol's")
@@ -228,6 +230,23 @@ def _conform_parser(c: Parser) -> None:
                    help="directory for the trace of a mismatching run")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _bench_parser(b: Parser) -> None:
+    kinds = b.add_subparsers(dest="bench", required=True, metavar="BENCH", parser_class=Parser)
+    m = kinds.add_parser("match", formatter_class=HelpFormatter,
+                         help="tag matching, ns per message: the native tag engine, UCX's "
+                              "own matching and a list walk (docs/conformance.md)",
+                         description="tag matching, ns per message: the native tag engine, "
+                                     "UCX's own matching and a list walk")
+    m.add_argument("--min-messages", type=int, default=1_000_000, metavar="M",
+                   help="messages per matcher and row at least (rounds of the row's N, at "
+                        "least 5; the figure is their median)")
+    m.add_argument("--scenario", default=None, metavar="NAME",
+                   help="only the rows of this scenario (e.g. unexpected-masked-reversed)")
+    m.add_argument("--json", action="store_true",
+                   help='print {"rows": [{"scenario", "n", "verbspec_ns", "ucx_ns", '
+                        '"listwalk_ns"}]} (null where a matcher was not built)')
 
 
 def _regions_parser(g: Parser) -> None:
@@ -650,6 +669,17 @@ def cmd_match(args: argparse.Namespace) -> int:
     return match_main(args.file)
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from verbspec.refimpl import bench
+
+    if args.min_messages < 1:
+        raise ParamError("--min-messages must be at least 1")
+    try:
+        return bench.match_main(args.min_messages, args.scenario, args.json)
+    except bench.BenchError as e:
+        raise InputError(str(e)) from None
+
+
 def cmd_regions(args: argparse.Namespace) -> int:
     from verbspec.refimpl.regions import regions_main
 
@@ -771,7 +801,7 @@ def _replay_impl(impl: str, proto: str, system: Any,
 
 COMMANDS = {"check": cmd_check, "conform": cmd_conform, "variants": cmd_variants,
             "profiles": cmd_profiles, "params": cmd_params, "invariants": cmd_invariants,
-            "replay": cmd_replay,
+            "replay": cmd_replay, "bench": cmd_bench,
             "match": cmd_match, "regions": cmd_regions, "trace": cmd_trace}
 
 if __name__ == "__main__":

@@ -149,3 +149,14 @@ def bound_lines(results: list[Result]) -> list[str]:
         out.append(f"{protocol} {method}: {common}")
         out += [f"  {r.invariant}: {r.bound}" for r in rs if r.bound != common]
     return out
+
+
+def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A plain table on stdout (numbers right-aligned)."""
+    console = Console(file=sys.stdout, width=max(Console().width, 120))
+    table = Table(title=title)
+    for i, c in enumerate(columns):
+        table.add_column(c, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)

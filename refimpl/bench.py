@@ -1,0 +1,135 @@
+"""``verbspec bench match``: the tag-matching benchmark, a C harness (native/bench/) that times
+the native tag engine, UCX's own tag matching and a textbook list walk side by side in one run.
+
+The harness is compiled here with the system compiler into a temporary directory, with each
+matcher whose sources and libraries are present: the native engine when native/tag_engine.c
+is there, UCX when libucx-dev is installed (Debian: ``apt install libucx-dev``). A matcher that
+cannot be built is named on stderr with the reason, and its column is null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from verbspec import native
+
+NATIVE = Path(native.__file__).resolve().parent
+BENCH = NATIVE / "bench"
+CFLAGS = ("-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra")
+MATCHERS = ("verbspec", "ucx", "listwalk")
+
+
+class BenchError(RuntimeError):
+    """The harness could not be built or run: the message says why."""
+
+
+@dataclass(frozen=True)
+class Optional:
+    """A matcher the harness links in only where its sources and libraries are present."""
+
+    name: str
+    define: str
+    sources: tuple[Path, ...]
+    libs: tuple[str, ...]
+    missing: str            # what to install when it does not build
+
+
+OPTIONAL = (
+    Optional("verbspec", "BENCH_WITH_VERBSPEC",
+             (BENCH / "match_verbspec.c", NATIVE / "tag_engine.c"), (),
+             "the native tag engine's sources (native/tag_engine.c)"),
+    Optional("ucx", "BENCH_WITH_UCX", (BENCH / "match_ucx.c",), ("-lucp", "-lucs"),
+             "UCX's headers and libraries (Debian: apt install libucx-dev)"),
+)
+
+
+def compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise BenchError("no C compiler found (set CC, or install gcc)")
+    return cc
+
+
+def _compile(cc: str, out: Path, matchers: list[Optional]) -> subprocess.CompletedProcess:
+    sources = [BENCH / "match_bench.c", BENCH / "match_listwalk.c"]
+    cmd = [cc, *CFLAGS, f"-I{NATIVE}", f"-I{BENCH}", "-o", str(out)]
+    for m in matchers:
+        cmd.append(f"-D{m.define}")
+        sources.extend(m.sources)
+    cmd += [str(s) for s in sources]
+    for m in matchers:
+        cmd += m.libs
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def build(workdir: Path) -> tuple[Path, dict[str, str]]:
+    """Compile the harness with every optional matcher that builds here; (binary, reasons the
+    others were left out)."""
+    cc = compiler()
+    out = workdir / "bench_match"
+    left_out: dict[str, str] = {}
+    chosen = []
+    for m in OPTIONAL:
+        if not all(s.exists() for s in m.sources):
+            left_out[m.name] = f"not built: {m.missing} missing"
+            continue
+        trial = _compile(cc, workdir / f"probe_{m.name}", [m])
+        if trial.returncode != 0:
+            first = (trial.stderr.strip().splitlines() or ["(no message)"])[0]
+            left_out[m.name] = f"not built: needs {m.missing}: {first}"
+            continue
+        chosen.append(m)
+    done = _compile(cc, out, chosen)
+    if done.returncode != 0:
+        raise BenchError(f"the harness did not compile:\n{done.stderr.strip()}")
+    return out, left_out
+
+
+def run_match(min_messages: int, scenario: str | None) -> tuple[dict, dict[str, str]]:
+    """Build and run the harness; its JSON (rows, every matcher's column, null where left
+    out) and the reasons matchers were left out."""
+    with tempfile.TemporaryDirectory(prefix="verbspec-bench-") as tmp:
+        binary, left_out = build(Path(tmp))
+        cmd = [str(binary), "--min-messages", str(min_messages)]
+        if scenario is not None:
+            cmd += ["--scenario", scenario]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchError(f"the harness failed (exit {done.returncode}): {done.stderr.strip()}")
+    result = json.loads(done.stdout)
+    for row in result["rows"]:
+        for name in MATCHERS:
+            row.setdefault(f"{name}_ns", None)
+    return result, left_out
+
+
+def match_main(min_messages: int, scenario: str | None, as_json: bool) -> int:
+    from verbspec.refimpl.progress import print_table
+
+    result, left_out = run_match(min_messages, scenario)
+    for name, why in left_out.items():
+        print(f"verbspec bench match: {name}: {why}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(result))
+        return 0
+    rows = [[r["scenario"], str(r["n"]),
+             *(_ns(r[f"{m}_ns"]) for m in MATCHERS),
+             _ratio(r["verbspec_ns"], r["ucx_ns"])] for r in result["rows"]]
+    print_table("tag matching, ns per message (median of rounds)",
+                  ["scenario", "n", *(f"{m} ns" for m in MATCHERS), "verbspec/ucx"], rows)
+    return 0
+
+
+def _ns(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
