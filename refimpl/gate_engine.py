@@ -54,6 +54,16 @@ BIG_POLL = 64           # ... a big-gate window's
 CHUNK_REGIONS = ("in", "out")   # regions addressed in vector strides; the rest in chunks
 
 
+# what a driver does next (GateEngine.next_step)
+SETUP, CALL, ADVANCE, READ, POLL, DEAD = "setup", "call", "advance", "read", "poll", "dead"
+_DRIVER_STEP = {
+    INIT: SETUP, IDLE: CALL, HOLD: CALL, FAILED: DEAD, CRASHED: DEAD,
+    ARM_POST: ADVANCE, ARM_BAR_SEND: ADVANCE, SEND: ADVANCE, BIG_HDR_SEND: ADVANCE,
+    DRAIN_POST: ADVANCE, BIG_BEGIN: ADVANCE, BIG_POST: ADVANCE, BIG_BAR_SEND: ADVANCE,
+    ARM_BAR_READ: READ, BIG_HDR_READ: READ, BIG_BAR_READ: READ,
+}
+
+
 class EngineError(Exception):
     """A call the engine cannot take in its phase: a harness or driver bug, not a verdict."""
 
@@ -130,6 +140,27 @@ class GateEngine:
     def view(self) -> EngineView:
         return EngineView(self.phase, self.recv_done, self.last_gate_seq, self.window_active,
                           self.send_outstanding, self.error)
+
+    def next_step(self) -> str:
+        """What a driver does next: SETUP, CALL (the application's turn), ADVANCE (the engine
+        has a step of its own), READ (a TCP item), POLL (completions, watching the deadline
+        and the peer) or DEAD (failed or crashed: the error says why)."""
+        if self.phase in _DRIVER_STEP:
+            return _DRIVER_STEP[self.phase]
+        if self.phase == WAIT:
+            return ADVANCE if self.recv_done >= self.seq else POLL
+        if self.phase == DRAIN_WAIT:
+            n = self.cfg.window * self.chunks
+            done = (self.drain_recvs >= n and self.drain_sends >= n
+                    and not self.send_outstanding)
+            return ADVANCE if done else POLL
+        # BIG_XFER: sends to post, or the window complete
+        c = self.cfg
+        room = min(c.chain_max, self.big_win - self.big_sent,
+                   c.big_send_depth() - self.send_outstanding)
+        complete = (self.big_sent == self.big_win and len(self.big_recvd) == self.big_win
+                    and self.big_send_done >= self.big_win)
+        return ADVANCE if room > 0 or complete else POLL
 
     @property
     def chunks(self) -> int:
