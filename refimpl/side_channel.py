@@ -9,6 +9,7 @@ looks at the first byte and, when it is not the magic's, reports the stray byte 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 
@@ -78,10 +79,8 @@ class SideChannel:
         return data == b""
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
 
     def _exactly(self, n: int) -> bytes | None:

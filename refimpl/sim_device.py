@@ -19,6 +19,7 @@ next work request in error, stall, or die (the wire closes, so the peer's NIC se
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -170,10 +171,8 @@ class SimDevice:
     def close(self) -> None:
         """Take the device down: the wire closes, so the peer's NIC sees the end."""
         self._alive = False
-        try:
+        with contextlib.suppress(OSError):
             self.wire.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.wire.close()
         self._nic.join(timeout=5)
 
