@@ -8,6 +8,13 @@ draining the decode window first when it is armed, as the protocol does. Every f
 ``GateError`` carrying the protocol's message, and the channel then refuses further use until it
 is set up again (a new channel).
 
+Every payload is checked: a vector travels with a 16-byte trailer (its gate's seq, a CRC-32 of
+the vector, a magic) and a big-gate chunk with one of its own (the big gate's number, the chunk's
+index, a CRC-32), checked on arrival. UC loses a message without a word and the next one then
+lands in the lost one's receive; the watermark cannot see that, the trailer does, so a wrong
+payload is an error, never a result. ``vector_bytes`` is what a caller's vector holds (the
+configuration's ``vec_bytes`` less the trailer).
+
 Memory, as ds4 lays out its slab: the ``in`` and ``out`` regions hold one vector per slot;
 ``stage`` receives a big-gate window's chunks and ``stage_out`` holds the chunks it sends (the
 engine names both "stage"; their roles differ by direction).
@@ -15,17 +22,22 @@ engine names both "stage"; their roles differ by direction).
 
 from __future__ import annotations
 
+import struct
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from verbspec.refimpl import gate_engine as ge
 from verbspec.refimpl.side_channel import BYTE, HEADER_KIND, SideChannelTimeout
+from verbspec.refimpl.sim_device import DeviceError
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import BIG_HDR_READ, BIG_XFER
 from verbspec.spec.gate.wire import TAG_MASK, TcpItem
 from verbspec.spec.params import check_values
 
+TRAILER = struct.Struct("<QII")     # seq (or big-gate number, chunk index), CRC-32, magic
+GATE_MAGIC, BIG_MAGIC = 0x54475356, 0x42475356      # "VSGT", "VSGB"
 POLL_WAIT_S = 0.001         # a poll that finds nothing sleeps on the CQ this long at most
 PEER_CHECK_EVERY = 64       # empty polls between liveness checks of the peer
 
@@ -87,28 +99,49 @@ class GateChannel:
     _big: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.cfg.vec_bytes <= TRAILER.size or self.cfg.max_msg <= TRAILER.size:
+            raise GateError(f"vec_bytes {self.cfg.vec_bytes} and max_msg {self.cfg.max_msg} "
+                            f"must exceed the {TRAILER.size}-byte payload trailer")
         self.timeout_s = self.timeout_s or self.cfg.timeout_ms / 1000
         self._apply(self.engine.setup())
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes of a caller's vector."""
+        return self.cfg.vec_bytes - TRAILER.size
+
+    @property
+    def big_chunk_bytes(self) -> int:
+        """Bytes of the caller's data in one big-gate chunk."""
+        return self.cfg.max_msg - TRAILER.size
 
     # ------------------------------------------------------------------ the API
     def exchange(self, layer: int, gate: int, vector: bytes) -> bytes:
         """Send this rank's vector for gate (layer, gate), the next in sequence; the peer's."""
         self._usable()
-        c = self.cfg
-        if len(vector) != c.vec_bytes:
+        c, n = self.cfg, self.vector_bytes
+        if len(vector) != n:
             raise GateError(f"vector of {len(vector)} bytes: the channel's vectors are "
-                            f"{c.vec_bytes} bytes")
+                            f"{n} bytes")
         seq = self._seq + 1
         slot = c.slot(seq)
+        at = slot * c.vec_bytes
         if 0 <= layer * 2 + gate < c.n_slots and layer * 2 + gate == slot:
-            self.device.regions["out"][slot * c.vec_bytes:(slot + 1) * c.vec_bytes] = vector
+            out = self.device.regions["out"]
+            out[at:at + n] = vector
+            TRAILER.pack_into(out, at + n, seq, zlib.crc32(vector), GATE_MAGIC)
         self._apply(self.engine.call_gate(layer, gate, seq))
         self._run()
         self._seq = seq
-        self.stats.gates += 1
-        got = bytes(self.device.regions["in"][slot * c.vec_bytes:(slot + 1) * c.vec_bytes])
+        got = bytes(self.device.regions["in"][at:at + c.vec_bytes])
         self._apply(self.engine.consume())
-        return got
+        got_seq, crc, magic = TRAILER.unpack_from(got, n)
+        if magic != GATE_MAGIC or got_seq != seq or crc != zlib.crc32(memoryview(got)[:n]):
+            self._fail(f"gate {seq}: the payload in slot {slot} failed its check (it carries "
+                       f"seq {got_seq if magic == GATE_MAGIC else 'none'}): a message was lost "
+                       f"or landed in another's receive")
+        self.stats.gates += 1
+        return got[:n]
 
     def big_exchange(self, data: bytes) -> bytes:
         """Send ``data`` to the peer in big-gate windows and return the peer's, which must be
@@ -116,11 +149,11 @@ class GateChannel:
         self._usable()
         if not data:
             raise GateError("big_exchange: no data (a big gate moves at least one byte)")
-        m = self.cfg.max_msg
+        m = self.big_chunk_bytes
         chunks = -(-len(data) // m)
         # the protocol moves whole chunks: the last one is padded
         self._big = {"data": data, "out": bytearray(chunks * m), "base": 0, "win": 0,
-                     "xfer": False}
+                     "xfer": False, "number": self.stats.big_gates + 1}
         self._apply(self.engine.call_big(chunks))
         self._run()
         self.stats.big_gates += 1
@@ -147,6 +180,12 @@ class GateChannel:
 
     def _run(self) -> None:
         """Drive the engine until the application's turn comes back."""
+        try:
+            self._drive()
+        except DeviceError as e:
+            self._fail(f"device: {e}")
+
+    def _drive(self) -> None:
         deadline = None
         empty = 0
         while True:
@@ -222,15 +261,25 @@ class GateChannel:
         if w.buf != "stage":
             return w.buf
         # stage the window's chunk (index 1-based) from the caller's data
-        b, m = self._big, self.cfg.max_msg
+        b, m = self._big, self.big_chunk_bytes
         k = b["base"] + (w.wr_id & ~TAG_MASK) - 1
-        chunk = b["data"][k * m:(k + 1) * m]
-        self.device.regions["stage_out"][w.offset:w.offset + len(chunk)] = chunk
+        chunk = b["data"][k * m:(k + 1) * m].ljust(m, b"\0")
+        stage = self.device.regions["stage_out"]
+        stage[w.offset:w.offset + m] = chunk
+        TRAILER.pack_into(stage, w.offset + m, b["number"] << 32 | k, zlib.crc32(chunk),
+                          BIG_MAGIC)
         return "stage_out"
 
     def _window_done(self) -> None:
         """The window's chunks all landed: copy them out and move the base on."""
-        b, m = self._big, self.cfg.max_msg
-        n = b["win"]
-        b["out"][b["base"] * m:(b["base"] + n) * m] = self.device.regions["stage"][:n * m]
-        b["base"] += n
+        b, m, step = self._big, self.big_chunk_bytes, self.cfg.max_msg
+        stage = memoryview(self.device.regions["stage"])
+        for i in range(b["win"]):
+            k = b["base"] + i
+            chunk = stage[i * step:i * step + m]
+            tag, crc, magic = TRAILER.unpack_from(stage, i * step + m)
+            if magic != BIG_MAGIC or tag != b["number"] << 32 | k or crc != zlib.crc32(chunk):
+                self._fail(f"big gate {b['number']}: chunk {k} failed its check: a message "
+                           f"was lost or landed in another's receive")
+            b["out"][k * m:(k + 1) * m] = chunk
+        b["base"] += b["win"]

@@ -129,6 +129,20 @@ def _parser() -> Parser:
         q.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all",
                        help="which protocol's")
         q.add_argument("--json", action="store_true", help="print one JSON object")
+    d = add("demo", "the gate protocol end to end: two processes arm, exchange gates, drain, "
+                    "run a big gate, re-arm and exchange more, every payload verified")
+    d.add_argument("--transport", choices=("sim",), default="sim",
+                   help="sim: two processes over the simulated fabric and a loopback TCP socket")
+    d.add_argument("--gates", type=int, default=10_000, metavar="N",
+                   help="decode gates before the big gate (N/10 more after it)")
+    d.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="the gate engine: native (C) where built, else python; auto: native "
+                        "if built")
+    d.add_argument("--json", action="store_true",
+                   help='print {"gates", "big_gate_bytes", "tagged_messages", "verified", '
+                        '"errors", "gate_latency_us": {"p50", "p99"}, "engine", "transport", '
+                        '...}')
+    d.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     _bench_parser(add("bench", "benchmarks: C harnesses timing verbspec's native engines "
                                "against their peers side by side in one run"))
     pa = add("params", "list a protocol's parameters: defaults, ranges and choices")
@@ -669,6 +683,19 @@ def cmd_match(args: argparse.Namespace) -> int:
     return match_main(args.file)
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from verbspec.refimpl import engines
+    from verbspec.refimpl.demo import demo_main
+
+    if args.gates < 1:
+        raise ParamError("--gates must be at least 1")
+    try:
+        engines.check_engine(args.engine)
+    except engines.EngineUnavailable as e:
+        raise InputError(str(e)) from None
+    return demo_main(args.gates, args.engine, args.json, args.quiet)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from verbspec.refimpl import bench
 
@@ -801,7 +828,7 @@ def _replay_impl(impl: str, proto: str, system: Any,
 
 COMMANDS = {"check": cmd_check, "conform": cmd_conform, "variants": cmd_variants,
             "profiles": cmd_profiles, "params": cmd_params, "invariants": cmd_invariants,
-            "replay": cmd_replay, "bench": cmd_bench,
+            "replay": cmd_replay, "bench": cmd_bench, "demo": cmd_demo,
             "match": cmd_match, "regions": cmd_regions, "trace": cmd_trace}
 
 if __name__ == "__main__":
