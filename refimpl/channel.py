@@ -22,9 +22,12 @@ engine names both "stage"; their roles differ by direction).
 
 from __future__ import annotations
 
+import os
 import struct
+import sys
 import time
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,10 +37,14 @@ from verbspec.refimpl.sim_device import DeviceError
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import BIG_HDR_READ, BIG_XFER
 from verbspec.spec.gate.wire import TAG_MASK, TcpItem
-from verbspec.spec.params import check_values
+from verbspec.spec.params import ParamError, check_values
 
 TRAILER = struct.Struct("<QII")     # seq (or big-gate number, chunk index), CRC-32, magic
 GATE_MAGIC, BIG_MAGIC = 0x54475356, 0x42475356      # "VSGT", "VSGB"
+TIMEOUT_ENV = "VERBSPEC_GATE_TIMEOUT_MS"
+PROFILE_ENV = "VERBSPEC_GATE_PROFILE"   # post and peer-wait means, gates 0 and 1
+TRACE_ENV = "VERBSPEC_GATE_TRACE"       # every gate's layer, gate, seq and slot
+PROFILE_EVERY = 430
 POLL_WAIT_S = 0.001         # a poll that finds nothing sleeps on the CQ this long at most
 PEER_CHECK_EVERY = 64       # empty polls between liveness checks of the peer
 
@@ -60,10 +67,21 @@ class Side(Protocol):
     def peer_closed(self) -> bool: ...
 
 
-def gate_config(values: dict[str, Any] | None = None) -> GateConfig:
+def gate_config(values: dict[str, Any] | None = None,
+                environ: Mapping[str, str] = os.environ) -> GateConfig:
     """The protocol's configuration, validated exactly as the spec validates it (ParamError
-    naming the parameter)."""
-    return make_config(check_values(PARAMS, values or {}))
+    naming the parameter). ``VERBSPEC_GATE_TIMEOUT_MS`` in the environment sets timeout_ms
+    (an error naming it when it is not an integer in 1..60000)."""
+    values = dict(values or {})
+    text = environ.get(TIMEOUT_ENV)
+    if text is not None:
+        try:
+            values["timeout_ms"] = int(text)
+            return make_config(check_values(PARAMS, values))
+        except (ValueError, ParamError):
+            raise ParamError(f"{TIMEOUT_ENV}={text!r}: expected an integer number of "
+                             f"milliseconds in 1..60000") from None
+    return make_config(check_values(PARAMS, values))
 
 
 def regions_for(cfg: GateConfig) -> dict[str, bytearray]:
@@ -94,15 +112,22 @@ class GateChannel:
     engine: Any
     timeout_s: float = 0.0          # 0: the configuration's timeout_ms
     stats: Stats = field(default_factory=Stats)
-    _seq: int = 0
-    _closed: str = ""
-    _big: dict[str, Any] = field(default_factory=dict)
+    log: Any = None                 # where profile and trace lines go (default stderr)
+    _seq: int = field(default=0, init=False)
+    _closed: str = field(default="", init=False)
+    _big: dict[str, Any] = field(default_factory=dict, init=False)
+    _posted_at: float = field(default=0.0, init=False)
+    _profile: list[list[float]] | None = field(default=None, init=False)
+    _trace: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         if self.cfg.vec_bytes <= TRAILER.size or self.cfg.max_msg <= TRAILER.size:
             raise GateError(f"vec_bytes {self.cfg.vec_bytes} and max_msg {self.cfg.max_msg} "
                             f"must exceed the {TRAILER.size}-byte payload trailer")
         self.timeout_s = self.timeout_s or self.cfg.timeout_ms / 1000
+        self.log = self.log or sys.stderr
+        self._profile = [[0.0, 0.0, 0], [0.0, 0.0, 0]] if os.environ.get(PROFILE_ENV) else None
+        self._trace = bool(os.environ.get(TRACE_ENV))
         self._apply(self.engine.setup())
 
     @property
@@ -126,12 +151,18 @@ class GateChannel:
         seq = self._seq + 1
         slot = c.slot(seq)
         at = slot * c.vec_bytes
+        if self._trace:
+            print(f"gate trace l={layer} g={gate} seq={seq} want_slot={slot}", file=self.log)
+        t0 = time.perf_counter()
         if 0 <= layer * 2 + gate < c.n_slots and layer * 2 + gate == slot:
             out = self.device.regions["out"]
             out[at:at + n] = vector
             TRAILER.pack_into(out, at + n, seq, zlib.crc32(vector), GATE_MAGIC)
         self._apply(self.engine.call_gate(layer, gate, seq))
+        self._posted_at = 0.0
         self._run()
+        if self._profile is not None and gate in (0, 1):
+            self._note_profile(gate, t0)
         self._seq = seq
         got = bytes(self.device.regions["in"][at:at + c.vec_bytes])
         self._apply(self.engine.consume())
@@ -159,6 +190,17 @@ class GateChannel:
         self.stats.big_gates += 1
         self.stats.big_bytes += len(data)
         return bytes(self._big.pop("out")[:len(data)])
+
+    def _note_profile(self, gate: int, t0: float) -> None:
+        """ds4's DS4_TP_GATE_PROFILE: the mean post cost and peer wait of gates 0 and 1."""
+        t1 = self._posted_at or t0
+        acc = self._profile[gate]
+        acc[0] += (t1 - t0) * 1e6
+        acc[1] += (time.perf_counter() - t1) * 1e6
+        acc[2] += 1
+        if acc[2] % PROFILE_EVERY == 0:
+            print(f"rdma gate {gate}: post {acc[0] / acc[2]:.1f} us, peer wait "
+                  f"{acc[1] / acc[2]:.1f} us (n={acc[2]})", file=self.log)
 
     def close(self) -> None:
         self._closed = self._closed or "the channel is closed"
@@ -237,6 +279,7 @@ class GateChannel:
         if em.sends:
             self.device.post_send([(w.wr_id, self._send_region(w), w.offset, w.length,
                                     w.signaled) for w in em.sends])
+            self._posted_at = time.perf_counter()
         for item in em.tcp_out:
             self.side.write(item)
         if self._big:

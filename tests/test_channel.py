@@ -180,3 +180,35 @@ def test_misuse_is_refused_by_name(what, text):
 def test_a_bad_configuration_names_the_parameter(values, name):
     with pytest.raises(ParamError, match=f"parameter {name}"):
         gate_config(values)
+
+
+@pytest.mark.parametrize("text", ["0", "60001", "abc", ""])
+def test_the_timeout_switch_out_of_range_is_an_error_naming_it(text):
+    with pytest.raises(ParamError, match="VERBSPEC_GATE_TIMEOUT_MS"):
+        gate_config({}, environ={"VERBSPEC_GATE_TIMEOUT_MS": text})
+
+
+def test_the_timeout_switch_sets_the_timeout():
+    assert gate_config({}, environ={"VERBSPEC_GATE_TIMEOUT_MS": "5"}).timeout_ms == 5
+
+
+def traced(ch: GateChannel, rank: int, arg) -> list[str]:
+    import io
+
+    ch.log = io.StringIO()
+    gates(ch, rank, 1, 2 * 430)
+    return ch.log.getvalue().splitlines()
+
+
+def test_profile_and_trace_switches_print_ds4s_lines(monkeypatch):
+    monkeypatch.setenv("VERBSPEC_GATE_PROFILE", "1")
+    monkeypatch.setenv("VERBSPEC_GATE_TRACE", "1")
+    cfg = gate_config({"gates_per_token": 2, "n_slots": 2})
+    lines = run_ranks(cfg, traced, (None, None), engine="python", timeout_s=60)[0].result
+    trace = [x for x in lines if x.startswith("gate trace")]
+    profile = [x for x in lines if x.startswith("rdma gate")]
+    assert trace[:2] == ["gate trace l=0 g=0 seq=1 want_slot=0",
+                         "gate trace l=0 g=1 seq=2 want_slot=1"]
+    assert len(trace) == 860
+    assert [x.split(":")[0] for x in profile] == ["rdma gate 0", "rdma gate 1"]
+    assert all(x.endswith("(n=430)") for x in profile)

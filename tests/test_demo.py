@@ -1,0 +1,31 @@
+"""verbspec demo: two processes, gates, a 12 MiB big gate, re-arm, more gates; the JSON
+contract and the refusals."""
+
+from __future__ import annotations
+
+import json
+
+from verbspec.refimpl.cli import main
+
+
+def test_demo_json_reports_verified_gates_and_the_big_gate(capsys):
+    assert main(["demo", "--gates", "300", "--json", "--engine", "python"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"gates", "big_gate_bytes", "tagged_messages", "verified", "errors",
+            "gate_latency_us", "engine", "transport"} <= set(out)
+    assert out["gates"] == 330 and out["big_gate_bytes"] == 12 * 2**20
+    assert out["verified"] is True and out["errors"] == [] and out["drops"] == 0
+    assert 0 < out["gate_latency_us"]["p50"] <= out["gate_latency_us"]["p99"]
+    assert (out["engine"], out["transport"]) == ("python", "sim")
+
+
+def test_demo_table(capsys):
+    assert main(["demo", "--gates", "50", "--quiet", "--engine", "python"]) == 0
+    out = capsys.readouterr().out
+    assert "payloads verified" in out and "yes" in out and "python, sim" in out
+
+
+def test_demo_refuses_bad_arguments(capsys):
+    assert main(["demo", "--gates", "0"]) == 3
+    assert "--gates must be at least 1" in capsys.readouterr().err
+    assert main(["demo", "--engine", "fortran"]) == 3
