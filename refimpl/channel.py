@@ -230,6 +230,7 @@ class GateChannel:
     def _drive(self) -> None:
         deadline = None
         empty = 0
+        peer_gone = False
         while True:
             step = self.engine.next_step()
             if step == ge.CALL:
@@ -254,6 +255,14 @@ class GateChannel:
                     continue
                 empty += 1
                 if empty % PEER_CHECK_EVERY == 0 and self.side.peer_closed():
+                    if not peer_gone:
+                        # what the peer sent before it left may still be landing: let the
+                        # device take it in, and look again before calling the peer gone
+                        peer_gone = True
+                        settle = getattr(self.device, "settle", None)
+                        if settle is not None:
+                            settle(max(0.0, deadline - time.monotonic()))
+                        continue
                     self._apply(self.engine.peer_closed())
                 elif time.monotonic() > deadline:
                     self._apply(self.engine.timeout())

@@ -143,8 +143,8 @@ def _parser() -> Parser:
                         '"errors", "gate_latency_us": {"p50", "p99"}, "engine", "transport", '
                         '...}')
     d.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
-    _bench_parser(add("bench", "benchmarks: C harnesses timing verbspec's native engines "
-                               "against their peers side by side in one run"))
+    _bench_parser(add("bench", "benchmarks: tag matching against UCX and a list walk (C), the gate "
+                               "channel soak with faults"))
     pa = add("params", "list a protocol's parameters: defaults, ranges and choices")
     pa.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",
                     help="which protocol's")
@@ -261,6 +261,19 @@ def _bench_parser(b: Parser) -> None:
     m.add_argument("--json", action="store_true",
                    help='print {"rows": [{"scenario", "n", "verbspec_ns", "ucx_ns", '
                         '"listwalk_ns"}]} (null where a matcher was not built)')
+
+
+    so = kinds.add_parser("soak", formatter_class=HelpFormatter,
+                          help="the gate channel on the sim transport for a long run with "
+                               "random faults and recovery (docs/library.md)",
+                          description="the gate channel on the sim transport for a long run "
+                                      "with random faults and recovery")
+    so.add_argument("--gates", type=int, default=1_000_000, metavar="N",
+                    help="gates to exchange at least (the session that reaches N ends the run)")
+    so.add_argument("--seed", type=int, default=0, help="the plan of sessions and faults")
+    so.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                    help="the gate engine (auto: native if built)")
+    so.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _regions_parser(g: Parser) -> None:
@@ -699,12 +712,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from verbspec.refimpl import bench
 
+    if args.bench == "soak":
+        return _soak(args)
     if args.min_messages < 1:
         raise ParamError("--min-messages must be at least 1")
     try:
         return bench.match_main(args.min_messages, args.scenario, args.json)
     except bench.BenchError as e:
         raise InputError(str(e)) from None
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from verbspec.refimpl import engines
+    from verbspec.refimpl.soak import soak_main
+
+    if args.gates < 1:
+        raise ParamError("--gates must be at least 1")
+    try:
+        engines.check_engine(args.engine)
+    except engines.EngineUnavailable as e:
+        raise InputError(str(e)) from None
+    return soak_main(args.gates, args.seed, args.engine, args.json)
 
 
 def cmd_regions(args: argparse.Namespace) -> int:

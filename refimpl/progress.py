@@ -156,7 +156,7 @@ def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     console = Console(file=sys.stdout, width=max(Console().width, 120))
     table = Table(title=title)
     for i, c in enumerate(columns):
-        table.add_column(c, justify="left" if i == 0 else "right", no_wrap=True)
+        table.add_column(c, justify="left" if i == 0 else "right", no_wrap=i > 0)
     for row in rows:
         table.add_row(*row)
     console.print(table)

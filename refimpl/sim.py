@@ -2,21 +2,24 @@
 wire between them a Unix SEQPACKET socket pair) and a real TCP connection on loopback for the
 side channel, as a deployment has.
 
-``run_ranks`` forks the two rank processes, runs ``work(channel, rank, arg)`` in each with a
-freshly set-up ``GateChannel`` and returns both results. A rank that raises returns the error
+``run_pair`` forks the two rank processes and runs a target in each with the pair they share;
+``run_ranks`` runs ``work(channel, rank, arg)`` in each with a freshly set-up ``GateChannel``;
+both return the two outcomes. A rank that raises returns the error
 (its type and message) instead of a result; a rank that dies is reported with its exit code,
 never waited on forever.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import os
+import secrets
 import signal
 import socket
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from verbspec.refimpl import engines
@@ -40,64 +43,80 @@ class RankOutcome:
 
 
 class SimPair:
-    """The wire and side-channel listener shared by a pair of rank processes."""
+    """Where a pair of rank processes meet: a listener for the wire (a Unix SEQPACKET socket in
+    the abstract namespace) and one for the side channel (TCP on 127.0.0.1). Each setup
+    connects a new wire and a new side channel, rank 1 to rank 0, so a channel can be set up
+    again after a failure with nothing of the old one left in flight."""
 
     def __init__(self) -> None:
-        self.wires = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.server = socket.create_server(("127.0.0.1", 0))
+        self.wire_server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.wire_server.bind(f"\0verbspec-sim-{os.getpid()}-{secrets.token_hex(8)}")
+        self.wire_server.listen(2)
+        self.side_server = socket.create_server(("127.0.0.1", 0))
 
-    def side_socket(self, rank: int) -> socket.socket:
+    def connect(self, rank: int) -> tuple[socket.socket, socket.socket]:
+        """This rank's ends of a new wire and a new side channel."""
         if rank == 0:
-            self.server.settimeout(SETUP_TIMEOUT_S)
-            sock, _ = self.server.accept()
-            sock.settimeout(None)
-            return sock
-        return socket.create_connection(self.server.getsockname(), timeout=SETUP_TIMEOUT_S)
+            return self._accept(self.wire_server), self._accept(self.side_server)
+        wire = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        wire.settimeout(SETUP_TIMEOUT_S)
+        wire.connect(self.wire_server.getsockname())
+        wire.settimeout(None)
+        side = socket.create_connection(self.side_server.getsockname(), timeout=SETUP_TIMEOUT_S)
+        side.settimeout(None)
+        return wire, side
+
+    @staticmethod
+    def _accept(server: socket.socket) -> socket.socket:
+        server.settimeout(SETUP_TIMEOUT_S)
+        sock, _ = server.accept()
+        sock.settimeout(None)
+        return sock
 
     def close(self) -> None:
-        for s in (*self.wires, self.server):
-            s.close()
+        self.wire_server.close()
+        self.side_server.close()
 
 
 def open_channel(pair: SimPair, rank: int, cfg: GateConfig, engine: str) -> GateChannel:
-    """Rank ``rank``'s channel over the pair (in the rank's own process)."""
-    pair.wires[1 - rank].close()
-    device = SimDevice(pair.wires[rank], regions_for(cfg), cq_depth=cfg.cq_depth,
+    """Set up rank ``rank``'s channel over the pair (in the rank's own process)."""
+    wire, sock = pair.connect(rank)
+    device = SimDevice(wire, regions_for(cfg), cq_depth=cfg.cq_depth,
                        max_msg=cfg.max_msg, rq_depth=cfg.rq_depth, sq_depth=cfg.sq_depth)
-    side = SideChannel(pair.side_socket(rank), cfg.timeout_ms / 1000)
+    side = SideChannel(sock, cfg.timeout_ms / 1000)
     return GateChannel(cfg, device, side, engines.gate_engine(engine, cfg, cfg.rq_depth))
 
 
-def _rank_main(pair: SimPair, rank: int, cfg: GateConfig, engine: str,
-               work: Callable[[GateChannel, int, Any], Any], arg: Any, out: Any) -> None:
-    dropped = 0
+def close_channel(ch: GateChannel) -> None:
+    """Take the channel's device and side channel down (the peer sees them close)."""
+    ch.close()
+    ch.device.close()
+    ch.side.close()
+
+
+def _rank_main(pair: SimPair, rank: int, target: Callable[[SimPair, int, Any], Any], arg: Any,
+               out: Any) -> None:
     try:
-        channel = open_channel(pair, rank, cfg, engine)
-        try:
-            result = work(channel, rank, arg)
-        finally:
-            dropped = channel.device.dropped
-        out.send(RankOutcome(rank, result, dropped=dropped))
+        out.send(RankOutcome(rank, target(pair, rank, arg)))
     except BaseException as e:     # the parent reports it; the process ends either way
         detail = "".join(traceback.format_exception_only(type(e), e)).strip()
-        out.send(RankOutcome(rank, error=detail, dropped=dropped))
+        out.send(RankOutcome(rank, error=detail))
     finally:
         out.close()
 
 
-def run_ranks(cfg: GateConfig, work: Callable[[GateChannel, int, Any], Any], args: tuple[Any, Any],
-              engine: str = "auto", timeout_s: float | None = None,
-              on_start: Callable[[list[Any]], None] | None = None,
-              tick: Callable[[], None] | None = None) -> list[RankOutcome]:
-    """Run ``work`` in two rank processes; their outcomes, rank 0 first. ``on_start`` gets the
-    two processes once both run (e.g. to kill one as a fault); ``tick`` is called about ten
-    times a second while the parent waits (e.g. to show progress)."""
-    engines.check_engine(engine)
+def run_pair(target: Callable[[SimPair, int, Any], Any], args: tuple[Any, Any],
+             timeout_s: float | None = None,
+             on_start: Callable[[list[Any]], None] | None = None,
+             tick: Callable[[], None] | None = None) -> list[RankOutcome]:
+    """Run ``target(pair, rank, arg)`` in two rank processes; their outcomes, rank 0 first.
+    ``on_start`` gets the two processes once both run (e.g. to kill one as a fault); ``tick``
+    is called about ten times a second while the parent waits (e.g. to show progress)."""
     ctx = mp.get_context("fork")
     pair = SimPair()
     pipes = [ctx.Pipe(duplex=False) for _ in (0, 1)]
     procs = [ctx.Process(target=_rank_main, name=f"verbspec-rank{r}",
-                         args=(pair, r, cfg, engine, work, args[r], pipes[r][1]))
+                         args=(pair, r, target, args[r], pipes[r][1]))
              for r in (0, 1)]
     try:
         for p in procs:
@@ -113,6 +132,25 @@ def run_ranks(cfg: GateConfig, work: Callable[[GateChannel, int, Any], Any], arg
             if p.is_alive():
                 os.kill(p.pid, signal.SIGKILL)
             p.join(timeout=EXIT_TIMEOUT_S)
+
+
+def run_ranks(cfg: GateConfig, work: Callable[[GateChannel, int, Any], Any],
+              args: tuple[Any, Any], engine: str = "auto", **kw: Any) -> list[RankOutcome]:
+    """Run ``work(channel, rank, arg)`` in two rank processes, each with a freshly set-up
+    channel (closed after); their outcomes, with the UC drops each device saw."""
+    engines.check_engine(engine)
+    out = run_pair(functools.partial(_with_channel, cfg, engine, work), args, **kw)
+    return [replace(o, result=o.result[0], dropped=o.result[1]) if not o.error else o
+            for o in out]
+
+
+def _with_channel(cfg: GateConfig, engine: str, work: Callable[[GateChannel, int, Any], Any],
+                  pair: SimPair, rank: int, arg: Any) -> tuple[Any, int]:
+    channel = open_channel(pair, rank, cfg, engine)
+    try:
+        return work(channel, rank, arg), channel.device.dropped
+    finally:
+        close_channel(channel)
 
 
 def _collect(rank: int, proc: Any, pipe: Any, timeout_s: float | None,

@@ -80,6 +80,7 @@ class SimDevice:
         self._delay_s = 0.0             # each send waits this long before leaving
         self._fail_next = 0             # the next n posted work requests complete in error
         self._alive = True
+        self._wire_ended = threading.Event()   # the NIC has taken in all the peer sent
         self._nic = threading.Thread(target=self._receive_loop, name="sim-nic", daemon=True)
         self._nic.start()
 
@@ -149,6 +150,11 @@ class SimDevice:
         with self._lock:
             return len(self._rq)
 
+    def settle(self, timeout_s: float) -> bool:
+        """Wait until every message the peer sent before its device went down has landed
+        (at most ``timeout_s``); whether it has."""
+        return self._wire_ended.wait(timeout_s)
+
     # ------------------------------------------------------------------ faults
     def drop_next_sends(self, n: int = 1) -> None:
         with self._lock:
@@ -185,7 +191,8 @@ class SimDevice:
             except OSError:
                 frame = b""
             if not frame:
-                return              # the peer's device is gone: nothing more arrives
+                self._wire_ended.set()      # the peer's device is gone: nothing more arrives
+                return
             payload = memoryview(frame)[_FRAME.size:]
             with self._lock:
                 if not self._rq:
