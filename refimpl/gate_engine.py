@@ -55,7 +55,7 @@ CHUNK_REGIONS = ("in", "out")   # regions addressed in vector strides; the rest 
 
 
 # what a driver does next (GateEngine.next_step)
-SETUP, CALL, ADVANCE, READ, POLL, DEAD = "setup", "call", "advance", "read", "poll", "dead"
+SETUP, CALL, ADVANCE, READ, POLL, DEAD = "set up", "call", "advance", "read", "poll", "dead"
 _DRIVER_STEP = {
     INIT: SETUP, IDLE: CALL, HOLD: CALL, FAILED: DEAD, CRASHED: DEAD,
     ARM_POST: ADVANCE, ARM_BAR_SEND: ADVANCE, SEND: ADVANCE, BIG_HDR_SEND: ADVANCE,

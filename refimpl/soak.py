@@ -30,7 +30,7 @@ from verbspec.refimpl.channel import TRAILER, GateChannel, GateError, gate_confi
 from verbspec.refimpl.demo import big_data, vector
 from verbspec.refimpl.sim import SETUP_TIMEOUT_S, SimPair, close_channel, open_channel, run_pair
 
-FAULTS = ("none", "drop", "delay", "error_completion", "crash", "cq_overflow", "tcp_stall")
+FAULTS = ("none", "drop", "delay", "wc_error", "peer_death", "cq_overflow", "tcp_stall")
 TIMEOUT_MS = 200
 SESSION_GATES = (200, 3000)
 BIG_BYTES = 2**20           # the big gate of a session that has one
@@ -87,13 +87,13 @@ def _inject(ch: GateChannel, s: Session) -> bool:
         ch.device.drop_next_sends(ch.cfg.chunks)
     elif s.fault == "delay":
         ch.device.delay_sends(ch.cfg.timeout_ms / 1000 / 4)
-    elif s.fault == "error_completion":
+    elif s.fault == "wc_error":
         ch.device.fail_next_work_requests(1)
     elif s.fault == "cq_overflow":
         ch.device.overflow_cq()
     elif s.fault == "tcp_stall":
         time.sleep(2 * ch.cfg.timeout_ms / 1000)
-    elif s.fault == "crash":
+    elif s.fault == "peer_death":
         close_channel(ch)
         return False
     return True

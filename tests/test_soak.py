@@ -20,7 +20,7 @@ def test_a_short_soak_recovers_from_every_fault_and_accepts_nothing_wrong(capsys
     ranks = out["session_outcomes"].values()
     for kind in ("none", "delay"):
         assert all(set(r[kind]) == {"clean"} for r in ranks), out["session_outcomes"]
-    for kind in ("drop", "error_completion", "cq_overflow", "tcp_stall", "crash"):
+    for kind in ("drop", "wc_error", "cq_overflow", "tcp_stall", "peer_death"):
         sessions = max(sum(r[kind].values()) for r in ranks)
         assert sum(r[kind].get("error", 0) for r in ranks) >= sessions, kind
     for rss in out["rss_kib"].values():
