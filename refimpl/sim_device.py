@@ -60,6 +60,7 @@ WC_RETRY_EXC_ERR = fb.WC_STATUS_CODE[fb.ST_RETRY]
 STATUS_TEXT = {code: text for text, code in fb.WC_STATUS_CODE.items()}
 UC, RC = "uc", "rc"
 READ_SEGMENT = 64 * 1024        # the largest READ response frame (a path MTU of sorts)
+CLOSE_FLUSH_S = 1.0             # how long closing waits for queued frames to leave
 
 _FRAME = struct.Struct("<B")      # frame kind, then the kind's fields and bytes
 _SEND = 1                         # UC: the message; RC: psn, the message
@@ -292,6 +293,12 @@ class SimDevice:
     def close(self) -> None:
         """Take the device down: the wire closes, so the peer's NIC sees the end."""
         self._alive = False
+        if self.qp_type == RC:
+            # what the NIC still has to send (answers the peer waits for) leaves first
+            deadline = time.monotonic() + CLOSE_FLUSH_S
+            while self._tx and time.monotonic() < deadline:
+                self._flush_tx()
+                time.sleep(0.001)
         with contextlib.suppress(OSError):
             self.wire.shutdown(socket.SHUT_RDWR)
         if self.qp_type == RC:
@@ -425,8 +432,7 @@ class SimDevice:
                 frame = b""
             if not frame:
                 break
-            for reply in self._rc_frame(frame):
-                self._transmit(reply)
+            self._rc_frame(frame)
         with self._lock:
             # nobody answers any more: what waits for the peer ends as a device's retries do
             self._ended = True
@@ -434,33 +440,42 @@ class SimDevice:
                 self._fail_op(next(iter(self._ops)), WC_RETRY_EXC_ERR)
         self._wire_ended.set()
 
-    def _rc_frame(self, frame: bytes) -> list[bytes]:
-        """Take one frame in; the frames to send back."""
+    def _rc_frame(self, frame: bytes) -> None:
+        """Take one frame in and send what answers it. The answer goes on the wire before the
+        lock is let go, so an ACK leaves before the application can see the receive's
+        completion (and perhaps close the device)."""
+        with self._lock:
+            for reply in self._rc_answer(frame):
+                self._transmit(reply)
+
+    def _rc_answer(self, frame: bytes) -> list[bytes]:
+        """Take one frame in (lock held); the frames to send back."""
         kind = frame[0]
         body = memoryview(frame)[_FRAME.size:]
-        with self._lock:
-            if kind == _SEND:
-                (psn,) = _PSN.unpack_from(body)
-                return [self._rc_land(psn, body[_PSN.size:])]
-            if kind == _ACK:
-                (psn,) = _PSN.unpack_from(body)
-                op = self._ops.pop(psn, None)
-                if op is not None and op.signaled:
-                    self._push(Cqe(op.opcode, op.wr_id, WC_SUCCESS, op.length))
-                return []
-            if kind == _NAK:
-                psn, status = _NAK_FIELDS.unpack_from(body)
-                self._fail_op(psn, status)
-                return []
-            if kind == _READ_REQ:
-                psn, offset, length = _READ_FIELDS.unpack_from(body)
-                return self._rc_answer_read(psn, bytes(body[_READ_FIELDS.size:]).decode(),
-                                            offset, length)
-            if kind == _READ_RESP:
-                psn, at = _RESP_FIELDS.unpack_from(body)
-                self._rc_read_landed(psn, at, body[_RESP_FIELDS.size:])
-                return []
-        raise DeviceError(f"the wire carried a frame of unknown kind {kind}")
+        if kind == _SEND:
+            (psn,) = _PSN.unpack_from(body)
+            return [self._rc_land(psn, body[_PSN.size:])]
+        if kind == _ACK:
+            (psn,) = _PSN.unpack_from(body)
+            op = self._ops.pop(psn, None)
+            if op is not None and op.signaled:
+                self._push(Cqe(op.opcode, op.wr_id, WC_SUCCESS, op.length))
+            return []
+        if kind == _NAK:
+            psn, status = _NAK_FIELDS.unpack_from(body)
+            self._fail_op(psn, status)
+            return []
+        if kind == _READ_REQ:
+            psn, offset, length = _READ_FIELDS.unpack_from(body)
+            return self._rc_answer_read(psn, bytes(body[_READ_FIELDS.size:]).decode(),
+                                        offset, length)
+        if kind == _READ_RESP:
+            psn, at = _RESP_FIELDS.unpack_from(body)
+            self._rc_read_landed(psn, at, body[_RESP_FIELDS.size:])
+            return []
+        self._fatal = f"the wire carried a frame of unknown kind {kind}"
+        self._arrived.notify_all()
+        return []
 
     def _rc_land(self, psn: int, payload: memoryview) -> bytes:
         if self.state != "rts":
