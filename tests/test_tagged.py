@@ -393,3 +393,37 @@ def test_configuration_is_validated():
         TaggedConfig(bounces=0)
     with pytest.raises(TaggedError, match="eager_limit=70000: a 60-byte header"):
         TaggedConfig(eager_limit=70000)
+
+
+def rnr(ep: TaggedEndpoint, rank: int) -> None:
+    """Rank 1 believes rank 0 has more buffers posted than it has, and sends a burst while
+    rank 0 is not receiving: the burst outruns rank 0's buffers and meets RNR."""
+    if rank == 1:
+        ep.peers[0].bounces += 4
+        sends = [ep.isend(payload(1, i, 10), 0, 1) for i in range(CFG.bounces + 4)]
+        for s in sends:
+            s.wait()
+    else:
+        time.sleep(0.5)
+        ep.irecv(10, 1, 2).wait(0.3)
+
+
+def test_rnr_fails_the_send_and_the_endpoint():
+    out = run_tagged(expect_failure, (rnr, rnr), CFG, timeout_s=30)
+    r1 = out[1].result
+    assert r1["error"].startswith("rdma completion error: RNR retry counter exceeded (13) on a "
+                                  "send to or from rank 0 (wr_id ")
+    assert r1["after"].startswith("the endpoint failed (rdma completion error: RNR")
+
+
+def overflow(ep: TaggedEndpoint, rank: int) -> None:
+    if rank == 0:
+        ep.peers[1].device.overflow_cq()
+    ep.irecv(10, 1 - rank, 1).wait(0.3)
+
+
+def test_a_cq_overflow_fails_the_endpoint():
+    r0 = run_tagged(expect_failure, (overflow, overflow), CFG, timeout_s=30)[0].result
+    assert r0["error"] == (f"device: completion queue overflow: {CFG.cq_depth} entries held and "
+                           f"one more arrived (the device is in error)")
+    assert r0["after"].startswith("the endpoint failed (device: completion queue overflow")
