@@ -263,12 +263,12 @@ class TaggedEndpoint:
         c = self.cfg
         device.post_recv([(i, "bounce", i * c.bounce_bytes, c.bounce_bytes)
                           for i in range(c.bounces)])
-        side.write_bytes(HELLO.pack(HELLO_MAGIC, VERSION, self.rank, c.eager_limit, c.bounces,
-                                    c.max_msg, 0))
         try:
+            side.write_bytes(HELLO.pack(HELLO_MAGIC, VERSION, self.rank, c.eager_limit,
+                                        c.bounces, c.max_msg, 0))
             got = side.read_bytes(HELLO.size)
-        except SideChannelTimeout as e:
-            self._fail(f"hello from rank {r}: {e}")
+        except (SideChannelTimeout, OSError) as e:
+            self._fail(f"hello with rank {r}: {e}")
         if got is None:
             self._fail(f"hello from rank {r}: the peer closed the side channel")
         magic, version, peer_rank, eager, bounces, max_msg, _ = HELLO.unpack(got)
@@ -630,7 +630,12 @@ def open_endpoint(pair: SimPair, rank: int, cfg: TaggedConfig | None = None) -> 
     device = SimDevice(wire, endpoint_regions(cfg), cq_depth=cfg.cq_depth, max_msg=cfg.max_msg,
                        rq_depth=cfg.bounces, sq_depth=cfg.sq_depth, qp_type=RC)
     side = SideChannel(sock, cfg.timeout_ms / 1000)
-    return TaggedEndpoint(rank, {1 - rank: (device, side)}, cfg)
+    try:
+        return TaggedEndpoint(rank, {1 - rank: (device, side)}, cfg)
+    except BaseException:
+        device.close()
+        side.close()
+        raise
 
 
 def run_tagged(work: Callable[[TaggedEndpoint, int, Any], Any], args: tuple[Any, Any],
