@@ -26,7 +26,7 @@ The wire protocol, per peer:
 Nothing is ever accepted wrong: a header whose CRC, magic, source or sequence number is off, an
 eager payload or a READ payload whose CRC differs, fails the endpoint.
 
-Progress happens inside ``test``, ``wait``, ``iprobe`` and ``close``: they poll the devices and
+Progress happens inside ``test``, ``wait``, ``iprobe``, ``probe`` and ``close``: they poll the devices and
 handle what completed; there is no thread besides the devices' NICs. A fault (an error
 completion, an RNR or any other failed work request, a lost message, a dead peer, a wait beyond
 its timeout) raises ``TaggedError`` with a message naming it, and the endpoint then refuses
@@ -370,6 +370,25 @@ class TaggedEndpoint:
         a = self._arrivals[aid]
         return Status(a.src, a.tag, a.nbytes)
 
+    def probe(self, source: int = ANY_SOURCE, tag: int = ANY_TAG, comm: int = 0,
+              timeout: float | None = None) -> Status:
+        """MPI_Probe: wait until a message a receive with this envelope would take has arrived;
+        its status (no data). Faults and the timeout end it as they end ``Request.wait``."""
+        found: list[Status] = []
+
+        def arrived() -> bool:
+            if not found:
+                st = self.iprobe(source, tag, comm)
+                if st is not None:
+                    found.append(st)
+            return bool(found)
+
+        src_text = "any source" if source == ANY_SOURCE else f"rank {source}"
+        tag_text = "any tag" if tag == ANY_TAG else f"tag {tag}"
+        peers = tuple(self.peers) if source == ANY_SOURCE else (source,)
+        self._until(arrived, peers, f"probe for {src_text} ({tag_text}, comm {comm})", timeout)
+        return found[0]
+
     def close(self) -> None:
         """Let what this rank still owes its peers leave (FINs, queued messages; at most the
         timeout), then take the devices and side channels down."""
@@ -451,21 +470,28 @@ class TaggedEndpoint:
         return handled
 
     def _wait(self, req: Request, timeout: float | None) -> Status:
+        self._until(lambda: req.status is not None, req.peers, req.what, timeout)
+        assert req.status is not None
+        return req.status
+
+    def _until(self, done: Callable[[], bool], peers: tuple[int, ...], what: str,
+               timeout: float | None) -> None:
+        """Make progress until ``done()``; a TaggedError when every peer that could make it
+        happen is gone, TaggedTimeout past the timeout (both fail the endpoint)."""
         limit = self.timeout_s if timeout is None else timeout
         deadline = time.monotonic() + limit
-        while req.status is None:
-            if self._progress(POLL_WAIT_S) and req.status is not None:
-                break
-            gone = [r for r in req.peers if self.peers[r].device.peer_gone]
-            if gone and len(gone) == len(req.peers) and req.status is None:
+        while not done():
+            if self._progress(POLL_WAIT_S) and done():
+                return
+            gone = [r for r in peers if self.peers[r].device.peer_gone]
+            if gone and len(gone) == len(peers) and not done():
                 self._fail(f"peer rank {gone[0]} is gone (its wire closed: the process died or "
-                           f"closed its endpoint) while a {req.what} waited")
+                           f"closed its endpoint) while a {what} waited")
             if time.monotonic() > deadline:
                 self._failed = self._failed or (f"the endpoint failed (timeout: the "
-                                                f"{req.what} did not complete)")
-                raise TaggedTimeout(f"timeout: the {req.what} did not complete within "
+                                                f"{what} did not complete)")
+                raise TaggedTimeout(f"timeout: the {what} did not complete within "
                                     f"{limit * 1000:.0f} ms")
-        return req.status
 
     def _pump(self, peer: _Peer) -> None:
         """Post queued messages while the peer has credits, a staging slot is free and the

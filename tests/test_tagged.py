@@ -58,8 +58,7 @@ def round_trips(ep: TaggedEndpoint, rank: int, _) -> dict:
     sends = [ep.isend(payload(rank, i, n), peer, i) for i, n in enumerate(SIZES)]
     got = {i: r.wait() for i, r in zip(range(0, len(SIZES), 2), early, strict=True)}
     # the eager ones have arrived once acknowledged; let the rest's headers land too
-    while ep.iprobe(peer, max(i for i in range(len(SIZES)) if i % 2)) is None:
-        pass
+    ep.probe(peer, max(i for i in range(len(SIZES)) if i % 2))
     for i in range(1, len(SIZES), 2):
         got[i] = ep.irecv(SIZES[i], peer, i).wait()
     for s in sends:
@@ -85,8 +84,7 @@ def mpi_order(ep: TaggedEndpoint, rank: int, _) -> list:
     first = ep.irecv(100, 1, ANY_TAG)
     second = ep.irecv(10000, ANY_SOURCE, 7)
     a, b = first.wait(), second.wait()
-    while ep.iprobe(1, 9) is None:
-        pass
+    ep.probe(1, 9)
     # after arrival: ANY_SOURCE and ANY_TAG take the earliest that arrived
     c = ep.irecv(100, ANY_SOURCE, ANY_TAG).wait()
     d = ep.irecv(100, ANY_SOURCE, ANY_TAG).wait()
@@ -116,8 +114,7 @@ def cancel_and_probe(ep: TaggedEndpoint, rank: int, _) -> dict:
     out["matched"] = (st.count, st.cancelled, st.data == payload(1, 0, 300))
     out["cancel_unmatched"] = ep.cancel(unmatched)
     out["unmatched"] = (unmatched.test(), unmatched.wait().cancelled, unmatched.wait().count)
-    while (probe := ep.iprobe(ANY_SOURCE, ANY_TAG)) is None:
-        pass
+    probe = ep.probe(ANY_SOURCE, ANY_TAG)
     out["probe"] = (probe.source, probe.tag, probe.count, probe.data)
     out["probe_again"] = ep.iprobe(1, 6).count
     st = ep.irecv(3000, 1, 6).wait()
@@ -355,6 +352,17 @@ def test_a_lost_message_is_caught_never_accepted():
 
 def nobody_sends(ep: TaggedEndpoint, rank: int) -> None:
     ep.irecv(10, 1 - rank, 1).wait(0.2)
+
+
+def probe_nothing(ep: TaggedEndpoint, rank: int) -> None:
+    ep.probe(1 - rank, 3, timeout=0.2)
+
+
+def test_a_probe_for_a_message_nobody_sends_times_out():
+    for o in run_tagged(expect_failure, (probe_nothing, probe_nothing), CFG, timeout_s=30):
+        assert o.result["error"] == (f"timeout: the probe for rank {1 - o.rank} (tag 3, comm 0) "
+                                     f"did not complete within 200 ms")
+        assert o.result["type"] == TaggedTimeout.__name__
 
 
 def test_a_wait_past_its_timeout_fails_and_the_endpoint_refuses_use():
