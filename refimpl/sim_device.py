@@ -40,6 +40,7 @@ next work request in error, stall, or die (the wire closes, so the peer's NIC se
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import socket
@@ -386,7 +387,11 @@ class SimDevice:
                     return
                 except BlockingIOError:
                     pass
-                except OSError:
+                except OSError as e:
+                    if e.errno == errno.EMSGSIZE:
+                        raise DeviceError(f"a frame of {len(frame)} bytes does not fit the "
+                                          f"wire (max_msg {self.max_msg} is too large for "
+                                          f"it)") from None
                     return      # the peer is gone; its end shows at the NIC as the wire's end
             self._tx.append(frame)
         self._wake()

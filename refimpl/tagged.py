@@ -26,8 +26,8 @@ The wire protocol, per peer:
 Nothing is ever accepted wrong: a header whose CRC, magic, source or sequence number is off, an
 eager payload or a READ payload whose CRC differs, fails the endpoint.
 
-Progress happens inside ``test``, ``wait``, ``iprobe``, ``probe`` and ``close``: they poll the devices and
-handle what completed; there is no thread besides the devices' NICs. A fault (an error
+Progress happens inside ``test``, ``wait``, ``iprobe``, ``probe`` and ``close``: they poll the
+devices and handle what completed; there is no thread besides the devices' NICs. A fault (an error
 completion, an RNR or any other failed work request, a lost message, a dead peer, a wait beyond
 its timeout) raises ``TaggedError`` with a message naming it, and the endpoint then refuses
 every call until a new one is set up.
