@@ -99,6 +99,20 @@ def test_matching_follows_mpi_order_with_wildcards():
                    (9, 40, True)]
 
 
+def communicators(ep: TaggedEndpoint, rank: int, _) -> list:
+    if rank == 1:
+        for s in [ep.isend(b"on comm 1", 0, 5, comm=1), ep.isend(b"on comm 0", 0, 5, comm=0)]:
+            s.wait()
+        return []
+    ep.probe(1, 5, comm=0)
+    first = ep.irecv(20, ANY_SOURCE, ANY_TAG, comm=0).wait()
+    return [first.data, ep.iprobe(comm=0), ep.irecv(20, 1, 5, comm=1).wait().data]
+
+
+def test_a_receive_matches_only_its_own_communicator():
+    assert run(communicators)[0] == [b"on comm 0", None, b"on comm 1"]
+
+
 def cancel_and_probe(ep: TaggedEndpoint, rank: int, _) -> dict:
     if rank == 1:
         assert ep.irecv(1, 0, 99).wait().count == 1      # rank 0's go-ahead
