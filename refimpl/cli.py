@@ -130,7 +130,8 @@ def _parser() -> Parser:
                        help="which protocol's")
         q.add_argument("--json", action="store_true", help="print one JSON object")
     d = add("demo", "the gate protocol end to end: two processes arm, exchange gates, drain, "
-                    "run a big gate, re-arm and exchange more, every payload verified")
+                    "run a big gate, re-arm and exchange more; then tagged messages, eager and "
+                    "rendezvous, with wildcards; every payload verified")
     d.add_argument("--transport", choices=("sim",), default="sim",
                    help="sim: two processes over the simulated fabric and a loopback TCP socket")
     d.add_argument("--gates", type=int, default=10_000, metavar="N",

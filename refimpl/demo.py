@@ -1,7 +1,11 @@
-"""``verbspec demo``: the gate protocol end to end on the ``sim`` transport. Two rank processes
-arm the window, run N decode gates with two-chunk vectors, drain and run a big gate, re-arm and
-run more gates; every payload is checked against what the peer must have sent. The summary
-gives per-gate latency percentiles (rank 0's exchange calls) and throughput."""
+"""``verbspec demo``: the gate protocol and tagged messaging end to end on the ``sim``
+transport. Two rank processes arm the window, run N decode gates with two-chunk vectors, drain
+and run a big gate, re-arm and run more gates; then each sets up a tagged endpoint (a new wire,
+RC this time, and a new side channel) and exchanges tagged messages of eager and rendezvous
+sizes with the other, receives posted before and after the messages arrive, some with
+ANY_SOURCE and ANY_TAG. Every payload is checked against what the peer must have sent. The
+summary gives per-gate latency percentiles (rank 0's exchange calls), throughput and the tagged
+messages verified."""
 
 from __future__ import annotations
 
@@ -14,10 +18,14 @@ from typing import Any
 
 from verbspec.refimpl import engines
 from verbspec.refimpl.channel import TRAILER, GateChannel, gate_config
-from verbspec.refimpl.sim import run_ranks
+from verbspec.refimpl.sim import SimPair, close_channel, open_channel, run_pair
+from verbspec.refimpl.tagged import ANY_SOURCE, ANY_TAG, TaggedConfig, TaggedEndpoint, open_endpoint
 
 BIG_BYTES = 12 * 2**20
 VEC_BYTES = 24 * 1024       # a caller's vector: two chunks under the 16 KiB message cap
+TAGGED = TaggedConfig()     # eager up to 8 KiB, rendezvous above
+TAGGED_SIZES = (64, 4096, 256 * 1024, 2**20)
+TAGGED_ROUNDS = 3
 
 
 def vector(rank: int, seq: int, nbytes: int) -> bytes:
@@ -71,6 +79,73 @@ def work(ch: GateChannel, rank: int, arg: tuple[Plan, Any]) -> dict[str, Any]:
             "big_s": t2 - t1, "stats": ch.stats}
 
 
+def tagged_work(ep: TaggedEndpoint, rank: int) -> dict[str, Any]:
+    """Tagged traffic with the peer, in rounds of three phases, each message of every size in
+    ``TAGGED_SIZES`` (eager and rendezvous): receives posted before the messages are sent
+    (source and tag named); receives posted after every message arrived, with ANY_SOURCE and
+    ANY_TAG (they must take the messages in the order sent); receives posted before with
+    ANY_TAG. Every payload and envelope is compared with what the peer sent."""
+    peer, n = 1 - rank, len(TAGGED_SIZES)
+    wrong = received = nbytes = 0
+    msg = 0
+
+    def data(r: int, k: int, size: int) -> bytes:
+        return vector(r, 1 << 40 | k, size)     # no gate's vector
+
+    def check(st: Any, k: int, size: int, tag: int) -> None:
+        nonlocal wrong, received, nbytes
+        received += 1
+        nbytes += st.count
+        wrong += (st.source, st.tag, st.error) != (peer, tag, "") \
+            or st.data != data(peer, k, size)
+
+    t = time.perf_counter()
+    for _ in range(TAGGED_ROUNDS):
+        first = msg
+        # posted before: each receive names its source and tag
+        recvs = [ep.irecv(size, peer, i) for i, size in enumerate(TAGGED_SIZES)]
+        sends = [ep.isend(data(rank, first + i, size), peer, i)
+                 for i, size in enumerate(TAGGED_SIZES)]
+        for i, r in enumerate(recvs):
+            check(r.wait(), first + i, TAGGED_SIZES[i], i)
+        msg += n
+        # posted after arrival: wildcards take the messages in the order they were sent
+        first = msg
+        sends += [ep.isend(data(rank, first + i, size), peer, 100 + i)
+                  for i, size in enumerate(TAGGED_SIZES)]
+        ep.probe(peer, 100 + n - 1)     # the last sent has arrived, so all have
+        for i, size in enumerate(TAGGED_SIZES):
+            check(ep.irecv(size, ANY_SOURCE, ANY_TAG).wait(), first + i, size, 100 + i)
+        msg += n
+        # posted before, ANY_TAG from the peer
+        first = msg
+        recvs = [ep.irecv(size, peer, ANY_TAG) for size in TAGGED_SIZES]
+        sends += [ep.isend(data(rank, first + i, size), peer, 200 + i)
+                  for i, size in enumerate(TAGGED_SIZES)]
+        for i, r in enumerate(recvs):
+            check(r.wait(), first + i, TAGGED_SIZES[i], 200 + i)
+        msg += n
+        for s in sends:
+            s.wait()
+    return {"received": received, "wrong": wrong, "bytes": nbytes,
+            "seconds": time.perf_counter() - t, "eager": ep.counts["eager"],
+            "rendezvous": ep.counts["rendezvous"]}
+
+
+def rank_main(pair: SimPair, rank: int, arg: tuple[Plan, Any, Any]) -> dict[str, Any]:
+    """One rank: the gate part on a gate channel, then the tagged part on a tagged endpoint."""
+    plan, done, engine = arg
+    ch = open_channel(pair, rank, gate_config({"vec_bytes": VEC_BYTES + TRAILER.size}), engine)
+    try:
+        out = work(ch, rank, (plan, done))
+        out["dropped"] = ch.device.dropped
+    finally:
+        close_channel(ch)
+    with open_endpoint(pair, rank, TAGGED) as ep:
+        out["tagged"] = tagged_work(ep, rank)
+    return out
+
+
 def percentile(sorted_ns: list[int], q: float) -> float:
     k = min(len(sorted_ns) - 1, max(0, round(q * (len(sorted_ns) - 1))))
     return sorted_ns[k] / 1000
@@ -80,7 +155,6 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    cfg = gate_config({"vec_bytes": VEC_BYTES + TRAILER.size})
     in_use = engines.resolved(engine)
     plan = Plan(gates, max(1, gates // 10), BIG_BYTES)
     done = mp.get_context("fork").Value("q", 0, lock=False)
@@ -92,17 +166,17 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool) -> int:
                   disable=not show) as bar:
         task = bar.add_task(f"gates ({in_use} engine, sim transport)", total=total)
         t = time.perf_counter()
-        outcomes = run_ranks(cfg, work, ((plan, done), (plan, done)), engine=in_use,
-                             tick=lambda: bar.update(task, completed=done.value))
+        outcomes = run_pair(rank_main, ((plan, done, in_use), (plan, done, in_use)),
+                            tick=lambda: bar.update(task, completed=done.value))
         wall = time.perf_counter() - t
     errors = [f"rank {o.rank}: {o.error}" for o in outcomes if o.error]
     ok = [o.result for o in outcomes if not o.error]
-    wrong = sum(r["wrong"] for r in ok)
+    wrong = sum(r["wrong"] + r["tagged"]["wrong"] for r in ok)
     lat = sorted(outcomes[0].result["lat_ns"]) if not outcomes[0].error else []
     summary = {
         "gates": min((r["gates"] for r in ok), default=0) if len(ok) == 2 else 0,
         "big_gate_bytes": plan.big_bytes if len(ok) == 2 else 0,
-        "tagged_messages": 0,
+        "tagged_messages": sum(r["tagged"]["received"] for r in ok) if len(ok) == 2 else 0,
         "verified": not errors and wrong == 0,
         "errors": errors + ([f"{wrong} payloads differed from what the peer sent"]
                             if wrong else []),
@@ -115,7 +189,12 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool) -> int:
         r0 = ok[0]
         summary["gates_per_s"] = round(r0["gates"] / r0["gate_s"]) if r0["gate_s"] else None
         summary["big_gate_mib_per_s"] = round(plan.big_bytes / 2**20 / r0["big_s"], 1)
-        summary["drops"] = sum(o.dropped for o in outcomes)
+        summary["drops"] = sum(r["dropped"] for r in ok)
+        t0 = r0["tagged"]
+        summary["tagged"] = {"eager": sum(r["tagged"]["eager"] for r in ok),
+                             "rendezvous": sum(r["tagged"]["rendezvous"] for r in ok),
+                             "bytes": sum(r["tagged"]["bytes"] for r in ok),
+                             "mib_per_s": round(t0["bytes"] / 2**20 / t0["seconds"], 1)}
     summary["seconds"] = round(wall, 2)
     if as_json:
         print(json.dumps(summary))
@@ -134,8 +213,19 @@ def _print_summary(s: dict[str, Any]) -> None:
             ["gates per second", f"{s.get('gates_per_s') or 0:,}"],
             ["big gate throughput", f"{s.get('big_gate_mib_per_s')} MiB/s"],
             ["UC drops", str(s.get("drops"))],
+            ["tagged messages verified", _tagged_text(s)],
+            ["tagged throughput (rank 0 received)",
+             f"{s.get('tagged', {}).get('mib_per_s')} MiB/s"],
             ["engine, transport", f"{s['engine']}, {s['transport']}"],
             ["wall time", f"{s['seconds']} s"]]
     print_table("verbspec demo", ["measure", "value"], rows)
     for e in s["errors"]:
         print(f"error: {e}")
+
+
+def _tagged_text(s: dict[str, Any]) -> str:
+    t = s.get("tagged")
+    if not t:
+        return f"{s['tagged_messages']:,}"
+    return (f"{s['tagged_messages']:,} ({t['eager']:,} eager, {t['rendezvous']:,} rendezvous; "
+            f"{t['bytes']:,} bytes)")

@@ -64,6 +64,15 @@ class SideChannel:
             return TcpItem(BYTE, first[0])
         return TcpItem(HEADER_KIND, number, chunks, depth)
 
+    def write_bytes(self, data: bytes) -> None:
+        """Raw bytes, for a protocol with framing of its own (a tagged endpoint's hello)."""
+        self.sock.sendall(data)
+
+    def read_bytes(self, n: int) -> bytes | None:
+        """Exactly ``n`` raw bytes; None when the peer closed the socket first. Raises
+        SideChannelTimeout when they did not come in time."""
+        return self._exactly(n)
+
     def peer_closed(self) -> bool:
         """Whether the peer has closed its end (a peek that does not consume)."""
         try:

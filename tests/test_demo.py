@@ -1,11 +1,12 @@
-"""verbspec demo: two processes, gates, a 12 MiB big gate, re-arm, more gates; the JSON
-contract and the refusals."""
+"""verbspec demo: two processes, gates, a 12 MiB big gate, re-arm, more gates, then tagged
+traffic; the JSON contract and the refusals."""
 
 from __future__ import annotations
 
 import json
 
 from verbspec.refimpl.cli import main
+from verbspec.refimpl.demo import TAGGED_ROUNDS, TAGGED_SIZES
 
 
 def test_demo_json_reports_verified_gates_and_the_big_gate(capsys):
@@ -17,12 +18,17 @@ def test_demo_json_reports_verified_gates_and_the_big_gate(capsys):
     assert out["verified"] is True and out["errors"] == [] and out["drops"] == 0
     assert 0 < out["gate_latency_us"]["p50"] <= out["gate_latency_us"]["p99"]
     assert (out["engine"], out["transport"]) == ("python", "sim")
+    # three phases a round, each size once a phase, both ranks
+    assert out["tagged_messages"] > 0
+    assert out["tagged_messages"] == 2 * TAGGED_ROUNDS * 3 * len(TAGGED_SIZES)
+    assert out["tagged"]["eager"] > 0 and out["tagged"]["rendezvous"] > 0
 
 
 def test_demo_table(capsys):
     assert main(["demo", "--gates", "50", "--quiet", "--engine", "python"]) == 0
     out = capsys.readouterr().out
     assert "payloads verified" in out and "yes" in out and "python, sim" in out
+    assert "tagged messages verified" in out and "eager" in out and "rendezvous" in out
 
 
 def test_demo_refuses_bad_arguments(capsys):
