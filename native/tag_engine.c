@@ -850,7 +850,10 @@ int vs_tag_fin(vs_tag *e, int64_t mid)
     if (!e->msg[mid].fin_out)
         return refuse(e, 0, "no FIN for message %" PRId64 " is on its way", mid);
     e->msg[mid].fin_out = false;
+#if VS_MUTANT != 7
+    /* (mutant 7: the FIN's release is announced but not kept) */
     e->released[mid] = true;
+#endif
     emit_released(e, (int32_t)mid);
     return VS_TAG_OK;
 }
@@ -1060,12 +1063,7 @@ int vs_tag_send_fin(vs_tag *e, int64_t mid)
     int rc = check_sent(e, mid);
     if (rc)
         return rc;
-#if VS_MUTANT == 7
-    /* mutant: FIN as soon as the READ has started */
-    if (e->stage[mid] != VS_TAG_READ_DONE && e->stage[mid] != VS_TAG_READING)
-#else
     if (e->stage[mid] != VS_TAG_READ_DONE)
-#endif
         return refuse(e, 0, "message %" PRId64 "'s READ has not completed: no FIN yet", mid);
     e->stage[mid] = VS_TAG_FIN_SENT;
     e->msg[mid].fin_out = true;
@@ -1095,6 +1093,10 @@ int vs_tag_hw_op(vs_tag *e)
     vs_tag_op o = *op;
     e->ops_head = (e->ops_head + 1) % e->ops_cap;
     e->nops--;
+#if VS_MUTANT == 10
+    /* mutant: only a sync op brings the NIC software's count */
+    if (o.kind == VS_TAG_OP_SYNC)
+#endif
     e->synced = o.count;
     if (o.kind == VS_TAG_OP_ADD) {
         vs_recv *r = &e->recv[o.rid];
@@ -1146,6 +1148,15 @@ int vs_tag_sw_complete(vs_tag *e)
     if (c.kind == VS_TAG_CQE_MATCH) {
         vs_recv *r = &e->recv[c.rid];
         if (r->pending) {
+#if VS_MUTANT == 9
+            /* mutant: a receive being cancelled that the NIC matched reads as cancelled */
+            if (r->where == VS_TAG_HW_CANCEL) {
+                unpost(e, c.rid);
+                e->status[c.rid] = VS_TAG_CANCELLED;
+                e->out.cancelled[e->out.ncancelled++] = c.rid;
+                return VS_TAG_OK;
+            }
+#endif
             unpost(e, c.rid);
             matched(e, c.rid, c.mid, -1, -1);
             return VS_TAG_OK;
@@ -1187,12 +1198,7 @@ int vs_tag_sw_complete(vs_tag *e)
         return VS_TAG_OK;
     }
     vs_recv *r = &e->recv[c.rid];
-#if VS_MUTANT == 9
-    /* mutant: a cancel succeeds even when the NIC had already matched the receive */
-    if (r->pending && r->where == VS_TAG_HW_CANCEL) {
-#else
     if (r->pending && r->where == VS_TAG_HW_CANCEL && c.ok) {
-#endif
         unpost(e, c.rid);
         e->status[c.rid] = VS_TAG_CANCELLED;
         e->out.cancelled[e->out.ncancelled++] = c.rid;

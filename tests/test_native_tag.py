@@ -296,9 +296,10 @@ MUTANTS = {1: "wildcard queues lose to the exact one whatever the order",
            4: "a message one byte too long is not flagged truncated",
            5: "a message of exactly eager_limit bytes goes by rendezvous",
            6: "the NIC matches while software's count is behind (no shadow sync)",
-           7: "FIN is sent as soon as the READ starts",
+           7: "a FIN reaching its sender does not keep its buffer released",
            8: "a probe answers with the newest message",
-           9: "a cancel succeeds though the NIC had matched the receive"}
+           9: "a receive being cancelled that the NIC matched reads as cancelled",
+           10: "only a sync op brings the NIC software's count"}
 
 
 def killed_by(mod) -> str | None:
