@@ -138,6 +138,7 @@ static int nomem(vs_tag *e)
 /* Every call starts with nothing emitted and no error. */
 static void begin(vs_tag *e)
 {
+    e->out.kinds = 0;
     e->out.nsends = e->out.nmatches = e->out.nrevoked = e->out.ncancelled = 0;
     e->out.ncompletions = e->out.nreads = e->out.nfins = e->out.nreleased = 0;
     e->out.nprobe = 0;
@@ -699,7 +700,11 @@ static int check_sent(vs_tag *e, int64_t mid)
 }
 
 /* ------------------------------------------------------------------ emitting */
-static void emit_released(vs_tag *e, int32_t mid) { e->out.released[e->out.nreleased++] = mid; }
+static void emit_released(vs_tag *e, int32_t mid)
+{
+    e->out.kinds |= VS_TAG_OUT_RELEASED;
+    e->out.released[e->out.nreleased++] = mid;
+}
 
 static int32_t code_of(const vs_tag *e, int32_t rid, int32_t mid)
 {
@@ -721,13 +726,16 @@ static void matched(vs_tag *e, int32_t rid, int32_t mid, int32_t revoked_rid,
         e->completion[revoked_rid] = 0;
         e->stage[revoked_mid] = VS_TAG_IDLE;
         e->msg[revoked_mid].matched_to = -1;
+        e->out.kinds |= VS_TAG_OUT_REVOKED;
         e->out.revoked[e->out.nrevoked++] = (vs_tag_pair){revoked_rid, revoked_mid};
     }
     e->status[rid] = mid;
     e->msg[mid].matched_to = rid;
+    e->out.kinds |= VS_TAG_OUT_MATCHES;
     e->out.matches[e->out.nmatches++] = (vs_tag_pair){rid, mid};
     if (e->msg[mid].kind == VS_TAG_EAGER) {
         e->completion[rid] = code_of(e, rid, mid);
+        e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
         e->out.completions[e->out.ncompletions++] = (vs_tag_completion){rid, e->completion[rid]};
     } else {
         e->stage[mid] = VS_TAG_NEED_READ;
@@ -836,6 +844,7 @@ int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nb
 #else
     m->kind = nbytes <= e->cfg.eager_limit ? VS_TAG_EAGER : VS_TAG_RNDV;
 #endif
+    e->out.kinds |= VS_TAG_OUT_SENDS;
     e->out.sends[e->out.nsends++] = (vs_tag_packet){mid, m->comm, m->src, m->tag, m->nbytes,
                                                     m->kind};
     return VS_TAG_OK;
@@ -999,6 +1008,7 @@ int vs_tag_cancel(vs_tag *e, int64_t rid)
     }
     unpost(e, (int32_t)rid);
     e->status[rid] = VS_TAG_CANCELLED;
+    e->out.kinds |= VS_TAG_OUT_CANCELLED;
     e->out.cancelled[e->out.ncancelled++] = (int32_t)rid;
     return VS_TAG_OK;
 }
@@ -1013,6 +1023,7 @@ int vs_tag_probe(vs_tag *e, int64_t comm, int64_t src, int64_t tag)
         return rc;
     if (e->offload && e->ncq > 0)
         return refuse(e, -1, "probe with NIC completions unhandled: progress them first");
+    e->out.kinds |= VS_TAG_OUT_PROBE;
     e->out.nprobe = 1;
 #if VS_MUTANT == 8
     /* mutant: a probe answers with the newest message it selects */
@@ -1038,6 +1049,7 @@ int vs_tag_start_read(vs_tag *e, int64_t mid)
     e->stage[mid] = VS_TAG_READING;
     int32_t len = e->msg[mid].nbytes < e->recv[rid].nbytes ? e->msg[mid].nbytes
                                                            : e->recv[rid].nbytes;
+    e->out.kinds |= VS_TAG_OUT_READS;
     e->out.reads[e->out.nreads++] = (vs_tag_read){(int32_t)mid, rid, len};
     return VS_TAG_OK;
 }
@@ -1053,6 +1065,7 @@ int vs_tag_read_done(vs_tag *e, int64_t mid)
     int32_t rid = e->msg[mid].matched_to;
     e->stage[mid] = e->stage[mid] == VS_TAG_FIN_EARLY ? VS_TAG_FIN_SENT : VS_TAG_READ_DONE;
     e->completion[rid] = code_of(e, rid, (int32_t)mid);
+    e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
     e->out.completions[e->out.ncompletions++] = (vs_tag_completion){rid, e->completion[rid]};
     return VS_TAG_OK;
 }
@@ -1067,6 +1080,7 @@ int vs_tag_send_fin(vs_tag *e, int64_t mid)
         return refuse(e, 0, "message %" PRId64 "'s READ has not completed: no FIN yet", mid);
     e->stage[mid] = VS_TAG_FIN_SENT;
     e->msg[mid].fin_out = true;
+    e->out.kinds |= VS_TAG_OUT_FINS;
     e->out.fins[e->out.nfins++] = (int32_t)mid;
     return VS_TAG_OK;
 }
@@ -1153,6 +1167,7 @@ int vs_tag_sw_complete(vs_tag *e)
             if (r->where == VS_TAG_HW_CANCEL) {
                 unpost(e, c.rid);
                 e->status[c.rid] = VS_TAG_CANCELLED;
+                e->out.kinds |= VS_TAG_OUT_CANCELLED;
                 e->out.cancelled[e->out.ncancelled++] = c.rid;
                 return VS_TAG_OK;
             }
@@ -1201,6 +1216,7 @@ int vs_tag_sw_complete(vs_tag *e)
     if (r->pending && r->where == VS_TAG_HW_CANCEL && c.ok) {
         unpost(e, c.rid);
         e->status[c.rid] = VS_TAG_CANCELLED;
+        e->out.kinds |= VS_TAG_OUT_CANCELLED;
         e->out.cancelled[e->out.ncancelled++] = c.rid;
     }
     return VS_TAG_OK;              /* otherwise matched before the remove ran: it failed */

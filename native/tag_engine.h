@@ -56,9 +56,16 @@ typedef struct { int32_t rid, mid; } vs_tag_pair;
 typedef struct { int32_t rid, code; } vs_tag_completion;
 typedef struct { int32_t mid, rid, length; } vs_tag_read;
 
-/* What one call emitted. A step emits at most one item of each kind; the arrays leave room. */
+/* What one call emitted. A step emits at most one item of each kind; the arrays leave room.
+ * Every field is an int32_t, so a binding can read the whole record as one int32 array. */
 #define VS_TAG_OUT_MAX 4
+enum {
+    VS_TAG_OUT_SENDS = 1, VS_TAG_OUT_MATCHES = 2, VS_TAG_OUT_REVOKED = 4,
+    VS_TAG_OUT_CANCELLED = 8, VS_TAG_OUT_COMPLETIONS = 16, VS_TAG_OUT_READS = 32,
+    VS_TAG_OUT_FINS = 64, VS_TAG_OUT_RELEASED = 128, VS_TAG_OUT_PROBE = 256
+};
 typedef struct {
+    int32_t kinds;                  /* VS_TAG_OUT_* bits: the fields that are not empty */
     int32_t nsends;
     vs_tag_packet sends[VS_TAG_OUT_MAX];
     int32_t nmatches;

@@ -43,9 +43,32 @@ def module() -> ModuleType:
     return mod
 
 
+_TOP = 2 ** 63
+_NOTHING = Emitted()
+
+
 def _plain(value: Any) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)
-            and _SENTINEL < value < 2 ** 63)
+    """A value the engine takes as it is: an int (not a bool) of 64 bits, not the sentinel."""
+    return type(value) is int and _SENTINEL < value < _TOP
+
+
+# (bit, field, int32 words per item) of the output record, in Emitted's order
+_FIELDS = ((1, "sends", 6), (2, "matches", 2), (4, "revoked", 2), (8, "cancelled", 1),
+           (16, "completions", 2), (32, "reads", 3), (64, "fins", 1), (128, "released", 1),
+           (256, "probe", 1))
+# for each value of the record's kinds bits, the fields it names
+_SET = tuple(tuple(f for f in _FIELDS if k & f[0]) for k in range(1 << len(_FIELDS)))
+_EMPTY = {name: () for _, name, _ in _FIELDS}
+_OFFSETS: dict[int, dict[str, int]] = {}
+
+
+def _offsets(ffi: Any) -> dict[str, int]:
+    """Each field's index in the output record read as int32 words (per compiled module)."""
+    found = _OFFSETS.get(id(ffi))
+    if found is None:
+        names = ["kinds", *(n for _, f, _ in _FIELDS for n in ("n" + f, f))]
+        found = _OFFSETS[id(ffi)] = {n: ffi.offsetof("vs_tag_out", n) // 4 for n in names}
+    return found
 
 
 class NativeTagEngine:
@@ -69,7 +92,10 @@ class NativeTagEngine:
     def _adopt(self, ptr: Any) -> None:
         ffi, lib = self.mod.ffi, self.mod.lib
         self._e = ffi.gc(ptr, lib.vs_tag_destroy)
-        self._out = lib.vs_tag_emitted(self._e)
+        # the engine's output record (all int32 fields) read as one int32 array in place
+        out = lib.vs_tag_emitted(self._e)
+        self._out = memoryview(ffi.buffer(out, ffi.sizeof("vs_tag_out"))).cast("i")
+        self._at = _offsets(ffi)
         self._view = ffi.new("vs_tag_view *")
 
     def __deepcopy__(self, memo: dict) -> NativeTagEngine:
@@ -85,7 +111,7 @@ class NativeTagEngine:
 
     # ------------------------------------------------------------------ calls
     def _args(self, values: tuple[Any, ...]) -> list[int]:
-        return [v if _plain(v) else _SENTINEL for v in values]
+        return [v if type(v) is int and _SENTINEL < v < _TOP else _SENTINEL for v in values]
 
     def _call(self, fn: Any, *values: Any) -> Emitted:
         rc = fn(self._e, *self._args(values))
@@ -110,29 +136,27 @@ class NativeTagEngine:
         raise EngineError(text)
 
     def _emitted(self) -> Emitted:
-        o = self._out
-        got: dict[str, tuple] = {}
-        if o.nsends:
-            got["sends"] = tuple(Packet(p.mid, p.comm, p.src, p.tag, p.nbytes,
-                                        _KIND_NAMES[p.kind]) for p in o.sends[0:o.nsends])
-        if o.nmatches:
-            got["matches"] = tuple((m.rid, m.mid) for m in o.matches[0:o.nmatches])
-        if o.nrevoked:
-            got["revoked"] = tuple((m.rid, m.mid) for m in o.revoked[0:o.nrevoked])
-        if o.ncancelled:
-            got["cancelled"] = tuple(o.cancelled[0:o.ncancelled])
-        if o.ncompletions:
-            got["completions"] = tuple((c.rid, c.code)
-                                       for c in o.completions[0:o.ncompletions])
-        if o.nreads:
-            got["reads"] = tuple(Read(r.mid, r.rid, r.length) for r in o.reads[0:o.nreads])
-        if o.nfins:
-            got["fins"] = tuple(o.fins[0:o.nfins])
-        if o.nreleased:
-            got["released"] = tuple(o.released[0:o.nreleased])
-        if o.nprobe:
-            got["probe"] = (o.probe if o.probe >= 0 else None,)
-        return Emitted(**got)
+        o, at = self._out, self._at
+        kinds = o[at["kinds"]]
+        if not kinds:
+            return _NOTHING
+        got = dict(_EMPTY)
+        for _, name, width in _SET[kinds]:
+            n, base = o[at["n" + name]], at[name]
+            got[name] = tuple(o[base:base + n]) if width == 1 else tuple(
+                tuple(o[i:i + width]) for i in range(base, base + n * width, width))
+        if kinds & 1:
+            got["sends"] = tuple(Packet(*p[:5], _KIND_NAMES[p[5]]) for p in got["sends"])
+        if kinds & 32:
+            got["reads"] = tuple(Read(*r) for r in got["reads"])
+        if kinds & 256:
+            mid = o[at["probe"]]
+            got["probe"] = (mid if mid >= 0 else None,)
+        # the same value Emitted(**got) builds, without the frozen dataclass's per-field
+        # __init__ (the costliest part of a call)
+        out = object.__new__(Emitted)
+        out.__dict__.update(got)
+        return out
 
     # ------------------------------------------------------------------ senders
     def send(self, sender: int, comm: int, tag: int, nbytes: int) -> Emitted:

@@ -26,12 +26,13 @@ from conftest import native_module, require
 
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance_tagmatch import (
+    EMITTED_FIELDS,
     SWEEP_CONFIGS,
     TagmatchHarness,
     conform_every_edge,
     resolve,
 )
-from verbspec.refimpl.native_tagmatch import NOT_BUILT, NativeTagEngine
+from verbspec.refimpl.native_tagmatch import _FIELDS, NOT_BUILT, NativeTagEngine
 from verbspec.refimpl.tagmatch_engine import EAGER, EngineError, Packet, TagMatchEngine
 from verbspec.spec.tagmatch import offload, state
 from verbspec.spec.tagmatch.lists import ANY
@@ -116,6 +117,10 @@ def test_the_constants_are_the_specs(tag_module):
         state.FIN_EARLY)
     assert (lib.VS_TAG_SW, lib.VS_TAG_HW, lib.VS_TAG_HW_CANCEL) == (
         offload.SW, offload.HW, offload.HW_CANCEL)
+    # the adapter reads the output record by these bits, in Emitted's field order
+    assert [bit for bit, _, _ in _FIELDS] == [
+        getattr(lib, f"VS_TAG_OUT_{name.upper()}") for _, name, _ in _FIELDS]
+    assert [name for _, name, _ in _FIELDS] == list(EMITTED_FIELDS)
 
 
 def _both(values: dict) -> tuple[TagMatchEngine, NativeTagEngine]:
