@@ -219,6 +219,63 @@ def test_queues_keep_mpi_order_under_many_wildcards(tag_module):
     assert any(s >= 0 for s in ref.view().status) and ref.view().unexpected
 
 
+STRESS = {"senders": 6, "messages": 30, "tags": 7, "comms": 3, "capacity": 5, "max_bytes": 4,
+          "eager_limit": 2}
+
+
+def differential(make, values: dict, seed: int, calls: int) -> int:
+    """Random calls of every kind, in any order the engines take (deliveries out of order
+    too), on the reference engine and ``make(cfg)``: the same emissions or refusal texts and
+    the same views after every call. Beyond the spec's bounds, so that every table, record
+    array and ring grows. The number of calls taken."""
+    cfg = replace(build({}).params, **values)
+    ref, nat = TagMatchEngine(cfg), make(cfg)
+    rng = random.Random(seed)
+    wire: list[Packet] = []
+    mids = range(cfg.senders * cfg.messages)
+    taken = 0
+
+    def draw() -> tuple:
+        k = rng.random()
+        if k < 0.2:
+            return ("send", rng.randrange(cfg.senders), rng.randrange(cfg.comms),
+                    rng.randrange(cfg.tags), rng.randrange(1, cfg.max_bytes + 1))
+        if k < 0.4 and wire:
+            return ("delivered", wire.pop(rng.randrange(len(wire))))
+        if k < 0.55:
+            return ("post_recv", rng.randrange(cfg.comms),
+                    rng.choice([ANY, *range(cfg.senders)]), rng.choice([ANY, *range(cfg.tags)]),
+                    rng.randrange(1, cfg.max_bytes + 1))
+        if k < 0.6:
+            return ("cancel", rng.randrange(len(ref.recvs) + 1))
+        if k < 0.65:
+            return ("probe", rng.randrange(cfg.comms), rng.choice([ANY, 0]), ANY)
+        if k < 0.8:
+            return (rng.choice(["start_read", "read_done", "send_fin", "fin"]),
+                    rng.choice(mids))
+        return (rng.choice(["hw_op", "sw_complete", "sw_complete", "sw_sync"]),)
+
+    for _ in range(calls):
+        name, *args = draw()
+        outcomes = []
+        for eng in (ref, nat):
+            try:
+                outcomes.append(getattr(eng, name)(*args))
+            except EngineError as e:
+                outcomes.append(f"refused: {e}")
+        assert outcomes[0] == outcomes[1], (name, args, outcomes)
+        assert ref.view() == nat.view(), (name, args)
+        if not isinstance(outcomes[0], str):
+            taken += 1
+            wire += outcomes[0].sends
+    return taken
+
+
+def test_random_calls_beyond_the_specs_bounds_agree_with_the_reference_engine(tag_module):
+    taken = sum(differential(NativeTagEngine, STRESS, seed, 1_500) for seed in range(4))
+    assert taken > 3_000
+
+
 # ------------------------------------------------------------------------ the C itself
 def test_the_engine_compiles_warning_free():
     cc = compiler()
@@ -266,6 +323,10 @@ for values in SWEEP_CONFIGS[:2]:
     steps += sw.edges
     if sw.mismatch:
         sys.exit(f"mismatch: {{sw.mismatch}}")
+sys.path.insert(0, {tests!r})
+from test_native_tag import STRESS, differential
+for seed in range(2):
+    steps += differential(lambda cfg: NativeTagEngine(cfg, mod), STRESS, seed, 1500)
 print("clean", steps)
 """
 
@@ -278,7 +339,7 @@ def sanitized_run(tmp: Path) -> subprocess.CompletedProcess:
                           text=True).stdout.strip()
     require("native", None if os.path.isabs(asan) else "the compiler has no libasan")
     driver = tmp / "driver.py"
-    driver.write_text(DRIVER.format(configs=CONFIGS))
+    driver.write_text(DRIVER.format(configs=CONFIGS, tests=str(ROOT / "tests")))
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
                UBSAN_OPTIONS="print_stacktrace=1")
     return subprocess.run([sys.executable, str(driver), str(path), "_tag_engine_sanitized"],
