@@ -155,11 +155,11 @@ BAD = [("send", 2, 0, 0, 1), ("send", -1, 0, 0, 1), ("send", 0, 1, 0, 1), ("send
        ("sw_sync",), ("hw_op",), ("sw_complete",)]
 
 
-def test_refusals_read_as_the_reference_engines():
+def test_refusals_read_as_the_reference_engines(tag_module):
     _same(BAD)
 
 
-def test_refusals_after_sends_read_as_the_reference_engines():
+def test_refusals_after_sends_read_as_the_reference_engines(tag_module):
     p = Packet(0, 0, 0, 0, 1, EAGER)
     _same([("send", 0, 0, 0, 1), ("send", 0, 0, 0, 1), ("fin", 0), ("start_read", 0),
            ("read_done", 0), ("send_fin", 0),
