@@ -154,9 +154,10 @@ def _parser() -> Parser:
     r = add("replay", "re-run an ITF trace against the spec, checking every recorded state and "
                       "the recorded violation")
     r.add_argument("file", type=Path, help="an ITF trace written by verbspec")
-    r.add_argument("--impl", default=None, metavar="refimpl|MODULE:FACTORY",
+    r.add_argument("--impl", default=None, metavar="refimpl|native|MODULE:FACTORY",
                    help="also run the trace's moves in lockstep with this implementation of "
-                        "the trace's protocol, comparing it with the spec at every step")
+                        "the trace's protocol, comparing it with the spec at every step "
+                        "(native: the C tag-matching engine)")
     _conform_parser(add("conform", "hold an implementation of a protocol (the gate ranks, or "
                                    "a tag-matching job's endpoints) to the spec: runs of the "
                                    "spec drive it in lockstep"))
@@ -223,9 +224,10 @@ def _check_parser(c: Parser) -> None:
 def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
 
-    c.add_argument("--impl", default="refimpl", metavar="refimpl|MODULE:FACTORY",
-                   help="the implementation: the reference engine, variant:NAME (the "
-                        "reference engine behaving as a variant), or a callable: for gate "
+    c.add_argument("--impl", default="refimpl", metavar="refimpl|native|MODULE:FACTORY",
+                   help="the implementation: the reference engine, native (tagmatch: the C "
+                        "engine, built by pip install -e . with a C compiler), variant:NAME "
+                        "(the reference engine behaving as a variant), or a callable: for gate "
                         "(config, rank, granted depth) -> an object with the GateImpl methods, "
                         "for tagmatch (parameters) -> one with the TagImpl methods")
     c.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",

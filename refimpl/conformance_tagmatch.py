@@ -12,7 +12,7 @@ the spec's step did, and after every step its view must equal the spec's state r
 way. The wire is the spec's: the packet handed to ``delivered`` is the spec's message.
 
 An implementation fits ``TagImpl``; ``refimpl.tagmatch_engine.TagMatchEngine`` is the
-reference one.
+reference one, ``refimpl.native_tagmatch.NativeTagEngine`` the C engine behind the same calls.
 """
 
 from __future__ import annotations
@@ -301,10 +301,16 @@ class TagmatchHarness:
 
 # ---------------------------------------------------------------------------- the suite
 def resolve(impl: str) -> Factory:
-    """``refimpl``, ``variant:NAME`` (refimpl/tagmatch_hazards.py) or ``MODULE:FACTORY``, a
-    callable (parameters) -> implementation; ValueError naming what is wrong."""
+    """``refimpl``, ``native`` (the C engine, refimpl/native_tagmatch.py), ``variant:NAME``
+    (refimpl/tagmatch_hazards.py) or ``MODULE:FACTORY``, a callable (parameters) ->
+    implementation; ValueError naming what is wrong (for ``native``: that it is not built)."""
     if impl == "refimpl":
         return reference
+    if impl == "native":
+        from verbspec.refimpl.native_tagmatch import module, native
+
+        module()
+        return native
     if impl.startswith(HAZARD_PREFIX):
         from verbspec.refimpl.tagmatch_hazards import hazard
 
