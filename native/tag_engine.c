@@ -554,6 +554,35 @@ int vs_tag_clone(const vs_tag *e, vs_tag **out)
     return VS_TAG_OK;
 }
 
+void vs_tag_reset(vs_tag *e)
+{
+    size_t nm = e->nmsgs > 0 ? (size_t)e->nmsgs : 1;
+    size_t ns = e->cfg.senders > 0 ? (size_t)e->cfg.senders : 1;
+
+    memset(e->sent, 0, ns * sizeof *e->sent);
+    memset(e->msg, 0, nm * sizeof *e->msg);
+    memset(e->stage, 0, nm * sizeof *e->stage);
+    memset(e->released, 0, nm * sizeof *e->released);
+    memset(e->mlink, 0, nm * ML_SETS * sizeof *e->mlink);
+    for (int32_t i = 0; i < e->nmsgs; i++)
+        e->msg[i].matched_to = -1;
+    /* receives are set whole when posted: forgetting how many there were is enough */
+    e->nrecvs = 0;
+    e->pend_head = e->pend_tail = e->unx_head = e->unx_tail = -1;
+    e->npending = e->nunexpected = 0;
+    e->post_seq = e->order = 0;
+    for (int32_t i = 0; i < e->slot_cap; i++)
+        e->slots[i].queue = -1;
+    e->nqueues = 0;
+    e->in_sw = e->nclaims = 0;
+    e->claim_head = e->claim_tail = e->hw_head = e->hw_tail = -1;
+    e->sw_count = e->sent_count = 0;
+    e->nhw = 0;
+    e->reported = e->synced = e->arrivals = 0;
+    e->ops_head = e->nops = e->cq_head = e->ncq = 0;
+    begin(e);
+}
+
 void vs_tag_destroy(vs_tag *e)
 {
     if (e == NULL)

@@ -122,6 +122,9 @@ int vs_tag_create(const vs_tag_config *cfg, vs_tag **out);
 /* An independent copy of an engine in its current state. */
 int vs_tag_clone(const vs_tag *e, vs_tag **out);
 void vs_tag_destroy(vs_tag *e);
+/* Empty the engine as vs_tag_create left it, keeping the memory it has grown: a job that
+ * starts again on a reset engine allocates nothing until it outgrows the last one. */
+void vs_tag_reset(vs_tag *e);
 
 /* The last refusal's message ("" after a call that was not refused), and the index of the
  * argument it refused (-1: none; VS_TAG_ARG_PACKET: the delivered packet as a whole). */

@@ -98,6 +98,10 @@ class NativeTagEngine:
         self._at = _offsets(ffi)
         self._view = ffi.new("vs_tag_view *")
 
+    def reset(self) -> None:
+        """Start a new job on the same engine (as a new engine, keeping its memory)."""
+        self.mod.lib.vs_tag_reset(self._e)
+
     def __deepcopy__(self, memo: dict) -> NativeTagEngine:
         ffi, lib = self.mod.ffi, self.mod.lib
         out = ffi.new("vs_tag **")

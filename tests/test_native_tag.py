@@ -276,6 +276,16 @@ def test_random_calls_beyond_the_specs_bounds_agree_with_the_reference_engine(ta
     assert taken > 3_000
 
 
+def test_a_reset_engine_behaves_as_a_new_one(tag_module):
+    def reused(cfg):
+        nat = NativeTagEngine(cfg)
+        differential(lambda _: nat, STRESS, 9, 800)     # a job that grows every table
+        nat.reset()
+        return nat
+
+    assert differential(reused, STRESS, 11, 1_500) > 700
+
+
 # ------------------------------------------------------------------------ the C itself
 def test_the_engine_compiles_warning_free():
     cc = compiler()
