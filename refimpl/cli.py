@@ -137,7 +137,7 @@ def _parser() -> Parser:
     r = add("replay", "re-run an ITF trace against the spec, checking every recorded state and "
                       "the recorded violation")
     r.add_argument("file", type=Path, help="an ITF trace written by verbspec")
-    r.add_argument("--impl", default=None, metavar="refimpl|MODULE:FACTORY",
+    r.add_argument("--impl", default=None, metavar="refimpl|native|MODULE:FACTORY",
                    help="also run the trace's moves in lockstep with this implementation of "
                         "the trace's protocol, comparing it with the spec at every step")
     _conform_parser(add("conform", "hold an implementation of a protocol (the gate ranks, or "
@@ -206,8 +206,9 @@ def _check_parser(c: Parser) -> None:
 def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
 
-    c.add_argument("--impl", default="refimpl", metavar="refimpl|MODULE:FACTORY",
-                   help="the implementation: the reference engine, variant:NAME (the "
+    c.add_argument("--impl", default="refimpl", metavar="refimpl|native|MODULE:FACTORY",
+                   help="the implementation: the reference engine, native (for gate: the C "
+                        "engine, where pip install -e . built it), variant:NAME (the "
                         "reference engine behaving as a variant), or a callable: for gate "
                         "(config, rank, granted depth) -> an object with the GateImpl methods, "
                         "for tagmatch (parameters) -> one with the TagImpl methods")
