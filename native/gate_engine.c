@@ -59,7 +59,8 @@
 
 typedef unsigned long long ull;
 
-static const char *const PHASE_NAMES[VS_GATE_N_PHASES] = {
+/* a char array, not pointers: read-only data with no relocations */
+static const char PHASE_NAMES[VS_GATE_N_PHASES][24] = {
     "init", "idle", "hold", "arm_post", "arm_barrier_write", "arm_barrier_read", "send", "wait",
     "drain_post", "drain_wait", "big_header_write", "big_header_read", "big_begin", "big_post",
     "big_barrier_write", "big_barrier_read", "big_xfer", "failed", "crashed",
