@@ -10,6 +10,7 @@ phase names and the wire constants.
 
 from __future__ import annotations
 
+import struct
 from types import ModuleType
 from typing import Any
 
@@ -54,6 +55,9 @@ BYTE, HEADER = "byte", "header"
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",
                  "slot_step", "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max",
                  "staging_bytes")
+# vs_gate_wr: wr_id, offset, length (uint64), buf, signaled (int32), native byte order
+WR_LAYOUT = struct.Struct("=QQQii")
+NUL = b"\0"
 NOT_BUILT = "the native gate engine is not built: reinstall with a C compiler (pip install -e .)"
 
 
@@ -84,6 +88,9 @@ class NativeGateEngine:
         self.emitted = self.lib.vs_gate_out(self.handle)
         self._view = self.ffi.new("vs_gate_view *")
         self._size = self.ffi.new("uint32_t *")
+        if self.ffi.sizeof("vs_gate_wr") != WR_LAYOUT.size:
+            raise ValueError(f"vs_gate_wr is {self.ffi.sizeof('vs_gate_wr')} bytes, not "
+                             f"{WR_LAYOUT.size}")
 
     def __deepcopy__(self, memo: dict) -> NativeGateEngine:
         twin = self.lib.vs_gate_clone(self.handle)
@@ -99,15 +106,18 @@ class NativeGateEngine:
     def _out(self, status: int) -> Emitted:
         self._check(status)
         e = self.emitted
-        return Emitted(recvs=self._wrs(e.recvs, e.n_recvs), sends=self._wrs(e.sends, e.n_sends),
-                       tcp_out=tuple(self._tcp(e.tcp_out[i]) for i in range(e.n_tcp)),
-                       result=self.ffi.string(e.result).decode(),
-                       log=tuple(self.ffi.string(e.log[i]).decode() for i in range(e.n_log)))
+        n_recvs, n_sends, n_tcp, n_log = e.n_recvs, e.n_sends, e.n_tcp, e.n_log
+        return Emitted(recvs=self._wrs(e.recvs, n_recvs) if n_recvs else (),
+                       sends=self._wrs(e.sends, n_sends) if n_sends else (),
+                       tcp_out=tuple(self._tcp(e.tcp_out[i]) for i in range(n_tcp)),
+                       result=self.ffi.string(e.result).decode() if e.result[0] != NUL else "",
+                       log=tuple(self.ffi.string(e.log[i]).decode() for i in range(n_log)))
 
-    @staticmethod
-    def _wrs(wrs: Any, n: int) -> tuple[WorkRequest, ...]:
-        return tuple(WorkRequest(w.wr_id, BUFS[w.buf], w.offset, w.length, bool(w.signaled))
-                     for w in (wrs[i] for i in range(n)))
+    def _wrs(self, wrs: Any, n: int) -> tuple[WorkRequest, ...]:
+        """n vs_gate_wr read in one go from the engine's array (their layout is WR_LAYOUT)."""
+        raw = self.ffi.buffer(wrs, n * WR_LAYOUT.size)
+        return tuple(WorkRequest(wr_id, BUFS[buf], offset, length, bool(signaled))
+                     for wr_id, offset, length, buf, signaled in WR_LAYOUT.iter_unpack(raw))
 
     def _tcp(self, t: Any) -> TcpItem:
         if t.kind == self.lib.VS_GATE_TCP_HEADER:
