@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Single-point mutants for the mutation run: 0 is the engine as written. */
+/* Single-point mutants for the mutation run (tests/mutants_gate.py), each a one-line change
+ * compiled in by -DVS_MUTANT=N; 0 is the engine as written. */
 #ifndef VS_MUTANT
 #define VS_MUTANT 0
 #endif
@@ -449,7 +450,11 @@ static int post_dummies(vs_gate *e)
     uint64_t n = e->cfg.window * e->chunks;
 #endif
     for (uint64_t i = 0; i < n; i++)
+#if VS_MUTANT == 9
+        put_send(e, VS_GATE_TAG_WARM | (i + 1), VS_GATE_BUF_NONE, 0, 0, 0);  /* wrong tag */
+#else
         put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_NONE, 0, 0, 0);
+#endif
     e->send_outstanding += (int64_t)n;
     e->drain_recvs = e->drain_sends = 0;
     e->phase = VS_GATE_DRAIN_WAIT;
@@ -473,7 +478,11 @@ static int begin_window(vs_gate *e)
 {
     if (e->window_active)
         return fail(e, BIG_UNAVAILABLE);
+#if VS_MUTANT == 12
+    e->big_win = e->big_depth;                  /* a last window as deep as the others */
+#else
     e->big_win = min_u(e->big_depth, e->big_chunks - e->big_base);
+#endif
     e->big_posted = e->big_sent = e->big_send_done = 0;
     memset(e->big_recvd, 0, sizeof e->big_recvd);
     e->big_n_recvd = 0;
@@ -486,7 +495,11 @@ static int post_staging(vs_gate *e)
 {
     uint64_t n = min_u(e->cfg.chain_max, e->big_win - e->big_posted);
     for (uint64_t i = e->big_posted; i < e->big_posted + n; i++)
+#if VS_MUTANT == 11
+        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i + 1, 0, e->cfg.max_msg);
+#else
         put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, e->cfg.max_msg);
+#endif
     e->big_posted += n;
     if (e->big_posted == e->big_win)
         e->phase = VS_GATE_BIG_BAR_SEND;
@@ -674,8 +687,13 @@ int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n)
         const vs_gate_completion *c = &polled[i];
         if (c->status != VS_GATE_WC_SUCCESS)
             return completion_error(e, c);
+#if VS_MUTANT == 10
+        if ((c->wr_id & VS_GATE_TAG_WARM) && c->opcode == VS_GATE_OP_SEND)
+            continue;           /* a warm-up receive taken as one of ours */
+#else
         if (c->wr_id & VS_GATE_TAG_WARM)
             continue;           /* a warm-up leftover from setup, not one of ours */
+#endif
         if (c->opcode == VS_GATE_OP_SEND)
             send_completed(e, c);
         else
