@@ -104,10 +104,12 @@ def test_conform_command_runs_the_native_engine(gate_lib, capsys, tmp_path):
     assert (out["impl"], out["sequences"], out["mismatches"]) == ("native", 10, 0)
 
 
-def test_native_is_refused_by_name_where_it_was_not_built(monkeypatch):
+def test_native_is_refused_by_name_where_it_was_not_built(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(native, "load", lambda engine: None)
     with pytest.raises(ValueError, match=re.escape(NOT_BUILT)):
         resolve("native")
+    assert main(["conform", "--impl", "native", "--quiet", "--trace-dir", str(tmp_path)]) == 3
+    assert NOT_BUILT in capsys.readouterr().err
 
 
 def test_a_mutant_engine_is_caught_at_its_step(tmp_path, monkeypatch):
