@@ -383,6 +383,12 @@ def resolve(impl: str) -> Factory:
         from verbspec.refimpl.hazards import hazard
 
         return hazard(impl[len(HAZARD_PREFIX):])
+    return resolve_module(impl)
+
+
+def resolve_module(impl: str) -> Callable[..., Any]:
+    """``MODULE:FACTORY``: the named callable, imported as ``python -m`` would find it (any
+    protocol's harness resolves a module this way); ValueError naming what is wrong."""
     module, sep, attr = impl.partition(":")
     if not sep or not module or not attr:
         raise ValueError(f"--impl {impl!r}: expected refimpl or MODULE:FACTORY")

@@ -112,6 +112,17 @@ def test_native_is_refused_by_name_where_it_was_not_built(monkeypatch, capsys, t
     assert NOT_BUILT in capsys.readouterr().err
 
 
+def test_the_tag_matching_harness_is_not_handed_the_gate_engine():
+    from verbspec.refimpl import conformance_tagmatch
+    from verbspec.refimpl.native_gate import native_engine
+
+    try:
+        made = conformance_tagmatch.resolve("native")
+    except ValueError:
+        return
+    assert made is not native_engine
+
+
 def test_a_mutant_engine_is_caught_at_its_step(tmp_path, monkeypatch):
     """The harness sees the C engine itself: reposting one gate too far is caught at the
     first gate_done, on a shortest path."""
