@@ -157,7 +157,7 @@ def _parser() -> Parser:
     r.add_argument("--impl", default=None, metavar="refimpl|native|MODULE:FACTORY",
                    help="also run the trace's moves in lockstep with this implementation of "
                         "the trace's protocol, comparing it with the spec at every step "
-                        "(native: the C tag-matching engine)")
+                        "(native: the protocol's C engine)")
     _conform_parser(add("conform", "hold an implementation of a protocol (the gate ranks, or "
                                    "a tag-matching job's endpoints) to the spec: runs of the "
                                    "spec drive it in lockstep"))
@@ -225,9 +225,9 @@ def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
 
     c.add_argument("--impl", default="refimpl", metavar="refimpl|native|MODULE:FACTORY",
-                   help="the implementation: the reference engine, native (tagmatch: the C "
-                        "engine, built by pip install -e . with a C compiler), variant:NAME "
-                        "(the reference engine behaving as a variant), or a callable: for gate "
+                   help="the implementation: the reference engine, native (the C engine, "
+                        "where pip install -e . built it), variant:NAME (the "
+                        "reference engine behaving as a variant), or a callable: for gate "
                         "(config, rank, granted depth) -> an object with the GateImpl methods, "
                         "for tagmatch (parameters) -> one with the TagImpl methods")
     c.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",

@@ -12,7 +12,8 @@ implementations' views must equal the spec's rank views. The fabric's own steps 
 deliver, wire loss) and the faults that only touch a CQ (error and stray completions) reach an
 implementation through what it later polls, exactly as the spec injects them.
 
-An implementation fits ``GateImpl``; ``refimpl.gate_engine.GateEngine`` is the reference one.
+An implementation fits ``GateImpl``; ``refimpl.gate_engine.GateEngine`` is the reference one,
+``refimpl.native_gate.NativeGateEngine`` runs the C engine (``native/gate_engine.c``).
 """
 
 from __future__ import annotations
@@ -363,18 +364,31 @@ class Report:
 
 
 HAZARD_PREFIX = "variant:"
+NATIVE = "native"
 
 
 def resolve(impl: str) -> Factory:
-    """``refimpl`` (the reference engine), ``variant:NAME`` (the reference engine behaving as
-    the named variant, refimpl/hazards.py) or ``MODULE:FACTORY``, a callable (configuration,
-    rank, granted depth) -> implementation; ValueError naming what is wrong."""
+    """``refimpl`` (the reference engine), ``native`` (the C engine, refimpl/native_gate.py;
+    ValueError where it was not built), ``variant:NAME`` (the reference engine behaving as the
+    named variant, refimpl/hazards.py) or ``MODULE:FACTORY``, a callable (configuration, rank,
+    granted depth) -> implementation; ValueError naming what is wrong."""
     if impl == "refimpl":
         return reference
+    if impl == NATIVE:
+        from verbspec.refimpl.native_gate import module, native_engine
+
+        module()        # ValueError: not built
+        return native_engine
     if impl.startswith(HAZARD_PREFIX):
         from verbspec.refimpl.hazards import hazard
 
         return hazard(impl[len(HAZARD_PREFIX):])
+    return resolve_module(impl)
+
+
+def resolve_module(impl: str) -> Callable[..., Any]:
+    """``MODULE:FACTORY``: the named callable, imported as ``python -m`` would find it (any
+    protocol's harness resolves a module this way); ValueError naming what is wrong."""
     module, sep, attr = impl.partition(":")
     if not sep or not module or not attr:
         raise ValueError(f"--impl {impl!r}: expected refimpl or MODULE:FACTORY")

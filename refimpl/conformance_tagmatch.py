@@ -34,8 +34,8 @@ from verbspec.refimpl.conformance import (
     Sweep,
     first_path,
     recorded,
+    resolve_module,
 )
-from verbspec.refimpl.conformance import resolve as resolve_module
 from verbspec.refimpl.tagmatch_engine import (
     EAGER,
     RNDV,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from verbspec.proofs.gate.refinement import CONFIGS as SWEEP_CONFIGS
-from verbspec.refimpl import gate_engine, native_tagmatch, tagmatch_engine
+from verbspec.refimpl import gate_engine, native_gate, native_tagmatch, tagmatch_engine
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import (
     CONFORMANCE,
@@ -119,9 +119,10 @@ CONFIG_TYPES = {"Params"}
 
 @pytest.mark.parametrize("module,allowed,package", [
     (gate_engine, ALLOWED, "verbspec.spec.gate"),
+    (native_gate, ALLOWED, "verbspec.spec.gate"),
     (tagmatch_engine, TAGMATCH_ALLOWED, "verbspec.spec.tagmatch"),
     (native_tagmatch, TAGMATCH_ALLOWED, "verbspec.spec.tagmatch"),
-], ids=["gate", "tagmatch", "native-tagmatch"])
+], ids=["gate", "native-gate", "tagmatch", "native-tagmatch"])
 def test_the_engine_imports_only_configuration_and_constants(module, allowed, package):
     tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
     for node in ast.walk(tree):

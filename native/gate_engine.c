@@ -1,0 +1,771 @@
+/* The gate engine: one rank of ds4's gate window protocol, sans I/O (see gate_engine.h).
+ *
+ * The same machine as the reference engine refimpl/gate_engine.py, written from the protocol:
+ * the conformance harness holds both to the spec step by step. Error texts are ds4's formats
+ * (spec/gate/errors.py declares each one; the native tests check every declared format is
+ * written here verbatim), filled with snprintf into the engine's own buffers.
+ */
+#include "gate_engine.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Single-point mutants for the mutation run (tests/mutants_gate.py), each a one-line change
+ * compiled in by -DVS_MUTANT=N; 0 is the engine as written. */
+#ifndef VS_MUTANT
+#define VS_MUTANT 0
+#endif
+
+#if defined(__GNUC__)
+#define VS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define VS_PRINTF(f, a)
+#endif
+
+/* ds4's error texts (spec/gate/errors.py), by the name the spec declares them under. */
+#define WC_STATUS "wc status %d"
+#define CHUNKED_VECTORS "rdma gate vectors ride as 2 chunked messages (%llu bytes > %u limit)"
+#define GATE_ORDER "gate order broke: layer %u gate %u vs seq %llu"
+#define GATE_SEQ_ORDER "verbspec safety rule: gate seq %llu out of order after gate %llu"
+#define WINDOW_BARRIER_MISMATCH \
+    "verbspec silent failure: rdma window barrier read byte 0x%02x, expected 0x%02x"
+#define WINDOW_BARRIER_CLOSED \
+    "verbspec silent failure: peer closed the data socket during the rdma window barrier"
+#define GATE_COMPLETION "rdma completion error: %s (wr_id %llu)"
+#define GATE_PEER "peer disconnected during RDMA gate"
+#define GATE_TIMEOUT "timeout waiting gate seq %llu (recv_done %llu)"
+#define DRAIN_COMPLETION "rdma receive-window drain: %s"
+#define DRAIN_PEER "peer disconnected while draining RDMA receives"
+#define DRAIN_TIMEOUT "timeout draining RDMA receive window (%u/%u)"
+#define BIG_HEADER_FAILED "big gate header exchange failed or peer closed (layer %u seq %llu): %s"
+#define BIG_DESYNC "big gate desync: got l=%u tag=%x seq=%llu, want l=%u seq=%llu"
+#define BIG_SIZE_MISMATCH \
+    "verbspec safety rule: big gate %llu of %llu chunks vs the peer's %llu chunks"
+#define BIG_HEADER_MISFRAMED "verbspec safety rule: big gate header read found %s"
+#define BIG_UNAVAILABLE "big gate unavailable or decode window still active"
+#define BIG_BARRIER "big gate window barrier failed"
+#define BIG_COMPLETION "big gate completion error: %s"
+#define BIG_UNTAGGED \
+    "verbspec safety rule: receive completion wr_id %llu without the BULK tag in a big gate " \
+    "window"
+#define BIG_INVALID "duplicate or invalid big gate completion %llu"
+#define BIG_LENGTH "big gate chunk %llu received %u bytes, expected %u"
+#define BIG_PEER "peer disconnected during big gate"
+#define BIG_TIMEOUT "timeout in big gate window (%u/%u recvs, %u/%u sends, %u sent)"
+/* strerror(ECONNRESET): a dead peer's socket held the header this rank wrote before reading */
+#define PEER_CLOSED_ERRNO "Connection reset by peer"
+#define CRASHED_TEXT "crashed"
+
+typedef unsigned long long ull;
+
+/* a char array, not pointers: read-only data with no relocations */
+static const char PHASE_NAMES[VS_GATE_N_PHASES][24] = {
+    "init", "idle", "hold", "arm_post", "arm_barrier_write", "arm_barrier_read", "send", "wait",
+    "drain_post", "drain_wait", "big_header_write", "big_header_read", "big_begin", "big_post",
+    "big_barrier_write", "big_barrier_read", "big_xfer", "failed", "crashed",
+};
+
+struct vs_gate {
+    size_t size;                /* bytes of this engine's one allocation */
+    size_t cap;                 /* work requests each emitted array holds */
+    vs_gate_config cfg;
+    uint64_t chunks;            /* messages per gate vector: 1 or 2 */
+    uint64_t grant;             /* the receive depth told to the peer */
+
+    int32_t phase;
+    uint64_t seq;               /* the gate being exchanged */
+    uint64_t recv_done;
+    uint64_t last_gate_seq;
+    int32_t window_active;
+    int64_t send_outstanding;
+    char error[VS_GATE_TEXT];
+
+    uint64_t drain_recvs, drain_sends;
+
+    uint64_t big_no;            /* big gates begun so far (the header's number) */
+    uint64_t big_chunks;
+    int32_t big_header_done;
+    uint64_t big_depth;         /* the window both ranks can hold */
+    uint64_t big_base;          /* chunks done by earlier windows */
+    uint64_t big_win;           /* chunks in this window */
+    uint64_t big_posted, big_sent, big_send_done;
+    uint64_t big_recvd[VS_GATE_MAX_BIG_DEPTH / 64];    /* bitmap of the window's receives */
+    uint64_t big_n_recvd;
+    uint32_t barrier_tag;
+
+    char refusal[VS_GATE_TEXT];
+    vs_gate_emitted out;
+    vs_gate_wr wrs[];           /* receives [0, cap), then sends [cap, 2 cap) */
+};
+
+/* ------------------------------------------------------------------ derived sizes */
+static uint64_t min_u(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+static uint64_t chunk_len(const vs_gate *e, uint64_t k)
+{
+    return min_u(e->cfg.max_msg, e->cfg.vec_bytes - k * e->cfg.max_msg);
+}
+
+/* (seq - 1) mod m, as the schedule counts gates from 1 */
+static uint64_t ordinal(uint64_t seq, uint64_t m) { return seq == 0 ? m - 1 : (seq - 1) % m; }
+
+static uint64_t nth_set_bit(uint64_t mask, uint64_t n)
+{
+    for (unsigned bit = 0; bit < 64; bit++)
+        if ((mask >> bit) & 1u) {
+            if (n == 0)
+                return bit;
+            n--;
+        }
+    return 64;      /* unreachable: create checks the mask has gates_per_token bits */
+}
+
+/* In-slot (and out-slot) of gate seq. */
+static uint64_t slot_of(const vs_gate *e, uint64_t seq)
+{
+    const vs_gate_config *c = &e->cfg;
+    if (c->gates_per_token == 0)
+        return ordinal(seq, c->n_slots);
+    uint64_t k = ordinal(seq, c->gates_per_token);
+    if (c->slot_mask)
+        return nth_set_bit(c->slot_mask, k);
+    return c->slot_start + k * c->slot_step;
+}
+
+/* The big-gate window for a granted receive depth: capped by big_depth and the staging area. */
+static uint64_t big_window(const vs_gate *e, uint64_t depth)
+{
+    uint64_t w = min_u(min_u(depth, e->cfg.big_depth), e->cfg.staging_bytes / e->cfg.max_msg);
+    return w > 0 ? w : 1;
+}
+
+static int64_t big_send_depth(const vs_gate *e)
+{
+    return (int64_t)min_u(e->cfg.sq_depth, e->cfg.big_depth);
+}
+
+/* ------------------------------------------------------------------ emitting */
+static void begin(vs_gate *e)
+{
+    e->out.n_recvs = e->out.n_sends = e->out.n_tcp = e->out.n_log = 0;
+    e->out.result[0] = '\0';
+    e->refusal[0] = '\0';
+}
+
+static VS_PRINTF(2, 3) int refuse(vs_gate *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->refusal, sizeof e->refusal, fmt, ap);
+    va_end(ap);
+    return VS_GATE_REFUSED;
+}
+
+/* The rank fails with ds4's text: the call's result and the view's error. */
+static VS_PRINTF(2, 3) int fail(vs_gate *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->error, sizeof e->error, fmt, ap);
+    va_end(ap);
+    memcpy(e->out.result, e->error, sizeof e->out.result);
+    e->phase = VS_GATE_FAILED;
+    return VS_GATE_OK;
+}
+
+#define BIT(p) (UINT32_C(1) << (p))
+
+/* Refuses a call the engine cannot take in its phase; phases is a set of BIT(phase). */
+static int need(vs_gate *e, uint32_t phases)
+{
+    if (phases & BIT(e->phase))
+        return VS_GATE_OK;
+    size_t at = (size_t)snprintf(e->refusal, sizeof e->refusal, "the engine is in phase %s, not ",
+                                 PHASE_NAMES[e->phase]);
+    const char *sep = "";
+    for (int p = 0; p < VS_GATE_N_PHASES && at < sizeof e->refusal; p++)
+        if (phases & BIT(p)) {
+            at += (size_t)snprintf(e->refusal + at, sizeof e->refusal - at, "%s%s", sep,
+                                   PHASE_NAMES[p]);
+            sep = " or ";
+        }
+    return VS_GATE_REFUSED;
+}
+
+/* Appends a work request on region buf, at slot * stride + offset. */
+static void put_wr(vs_gate *e, vs_gate_wr *to, size_t *n, uint64_t wr_id, int32_t buf,
+                   uint64_t slot, uint64_t offset, uint64_t length)
+{
+    uint64_t stride = (buf == VS_GATE_BUF_IN || buf == VS_GATE_BUF_OUT) ? e->cfg.vec_bytes
+                                                                          : e->cfg.max_msg;
+    vs_gate_wr *w = &to[(*n)++];
+    w->wr_id = wr_id;
+    w->buf = buf;
+    w->offset = slot * stride + offset;
+    w->length = length;
+    w->signaled = 1;
+}
+
+static void put_recv(vs_gate *e, uint64_t wr_id, int32_t buf, uint64_t slot, uint64_t offset,
+                     uint64_t length)
+{
+    put_wr(e, e->wrs, &e->out.n_recvs, wr_id, buf, slot, offset, length);
+}
+
+static void put_send(vs_gate *e, uint64_t wr_id, int32_t buf, uint64_t slot, uint64_t offset,
+                     uint64_t length)
+{
+    put_wr(e, e->wrs + e->cap, &e->out.n_sends, wr_id, buf, slot, offset, length);
+}
+
+/* One receive WR per chunk of gate seq's vector into its in-slot. Only the last chunk carries
+ * the seq, so the watermark moves when the slot is whole. */
+static void recv_chain(vs_gate *e, uint64_t seq)
+{
+    uint64_t last = e->chunks - 1, slot = slot_of(e, seq);
+    for (uint64_t k = 0; k < e->chunks; k++) {
+#if VS_MUTANT == 2
+        uint64_t tag = k == 0 ? seq : 0;        /* the watermark on the first chunk */
+        (void)last;
+#else
+        uint64_t tag = k == last ? seq : 0;
+#endif
+        put_recv(e, tag, VS_GATE_BUF_IN, slot, k * e->cfg.max_msg, chunk_len(e, k));
+    }
+}
+
+/* One send WR per chunk of gate seq's vector from its out-slot, each carrying the seq. */
+static void send_chain(vs_gate *e, uint64_t seq)
+{
+    uint64_t slot = slot_of(e, seq);
+    for (uint64_t k = 0; k < e->chunks; k++)
+        put_send(e, seq, VS_GATE_BUF_OUT, slot, k * e->cfg.max_msg, chunk_len(e, k));
+}
+
+static void put_tcp(vs_gate *e, int32_t kind, uint64_t value, uint64_t chunks, uint64_t depth)
+{
+    vs_gate_tcp *t = &e->out.tcp_out[e->out.n_tcp++];
+    t->kind = kind;
+    t->value = value;
+    t->chunks = chunks;
+    t->depth = depth;
+}
+
+/* ------------------------------------------------------------------ life cycle */
+static int bad_config(char *err, size_t err_len, const char *what)
+{
+    if (err && err_len)
+        snprintf(err, err_len, "gate engine configuration: %s", what);
+    return VS_GATE_REFUSED;
+}
+
+static int popcount64(uint64_t x)
+{
+    int n = 0;
+    for (; x; x &= x - 1)
+        n++;
+    return n;
+}
+
+int vs_gate_create(const vs_gate_config *cfg, uint64_t grant, vs_gate **out, char *err,
+                   size_t err_len)
+{
+    *out = NULL;
+    if (cfg->max_msg < 1 || cfg->max_msg > (UINT64_C(1) << 31))
+        return bad_config(err, err_len, "max_msg must be 1..2^31");
+    if (cfg->vec_bytes < 1 || cfg->vec_bytes > 2 * cfg->max_msg)
+        return bad_config(err, err_len, "vec_bytes must be 1..2 * max_msg");
+    if (cfg->window < 1 || cfg->window > VS_GATE_MAX_WINDOW)
+        return bad_config(err, err_len, "window must be 1..32768");
+    if (cfg->n_slots < 1 || cfg->n_slots > 65536)
+        return bad_config(err, err_len, "n_slots must be 1..65536");
+    if (cfg->gates_per_token > 65536)
+        return bad_config(err, err_len, "gates_per_token must be 0..65536");
+    if (cfg->slot_mask) {
+        if ((uint64_t)popcount64(cfg->slot_mask) != cfg->gates_per_token)
+            return bad_config(err, err_len, "slot_mask must have gates_per_token bits set");
+        if (cfg->n_slots < 64 && cfg->slot_mask >> cfg->n_slots)
+            return bad_config(err, err_len, "slot_mask reaches at or above n_slots");
+    } else if (cfg->gates_per_token) {
+        if (cfg->slot_start > 65536 || cfg->slot_step > 65536
+            || cfg->slot_start + (cfg->gates_per_token - 1) * cfg->slot_step >= cfg->n_slots)
+            return bad_config(err, err_len, "the slot schedule reaches at or above n_slots");
+    }
+    if (cfg->rq_depth < 1 || cfg->sq_depth < 1 || cfg->chain_max < 1 || cfg->staging_bytes < 1)
+        return bad_config(err, err_len, "rq_depth, sq_depth, chain_max, staging_bytes >= 1");
+    if (cfg->big_depth < 1 || cfg->big_depth > VS_GATE_MAX_BIG_DEPTH)
+        return bad_config(err, err_len, "big_depth must be 1..256");
+
+    uint64_t chunks = (cfg->vec_bytes + cfg->max_msg - 1) / cfg->max_msg;
+    /* the longest chain one step posts: the arming window, or a big-gate sub-batch */
+    size_t cap = (size_t)(cfg->window * chunks);
+    size_t batch = (size_t)min_u(cfg->chain_max, VS_GATE_MAX_BIG_DEPTH);
+    if (batch > cap)
+        cap = batch;
+    size_t size = sizeof(vs_gate) + 2 * cap * sizeof(vs_gate_wr);
+    vs_gate *e = calloc(1, size);
+    if (!e)
+        return bad_config(err, err_len, "out of memory");
+    e->size = size;
+    e->cap = cap;
+    e->cfg = *cfg;
+    e->chunks = chunks;
+    e->grant = grant ? grant : cfg->rq_depth;
+    e->phase = VS_GATE_INIT;
+    e->out.recvs = e->wrs;
+    e->out.sends = e->wrs + cap;
+    *out = e;
+    return VS_GATE_OK;
+}
+
+vs_gate *vs_gate_clone(const vs_gate *e)
+{
+    vs_gate *c = malloc(e->size);
+    if (!c)
+        return NULL;
+    memcpy(c, e, e->size);
+    c->out.recvs = c->wrs;
+    c->out.sends = c->wrs + c->cap;
+    return c;
+}
+
+void vs_gate_destroy(vs_gate *e) { free(e); }
+
+/* ------------------------------------------------------------------ application calls */
+int vs_gate_setup(vs_gate *e)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_INIT)))
+        return VS_GATE_REFUSED;
+    e->phase = VS_GATE_IDLE;
+    if (e->chunks == 2) {
+        snprintf(e->out.log[0], sizeof e->out.log[0], CHUNKED_VECTORS, (ull)e->cfg.vec_bytes,
+                 (unsigned)e->cfg.max_msg);
+        e->out.n_log = 1;
+    }
+    return VS_GATE_OK;
+}
+
+/* gate(layer, gate, seq): checked before anything is posted. */
+int vs_gate_call_gate(vs_gate *e, uint64_t layer, uint64_t gate, uint64_t seq)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_IDLE)))
+        return VS_GATE_REFUSED;
+    if (layer * 2 + gate != slot_of(e, seq))
+        return fail(e, GATE_ORDER, (unsigned)layer, (unsigned)gate, (ull)seq);
+#if VS_MUTANT != 7
+    if (seq != e->last_gate_seq + 1)
+        return fail(e, GATE_SEQ_ORDER, (ull)seq, (ull)e->last_gate_seq);
+#endif
+    e->seq = seq;
+    e->phase = e->window_active ? VS_GATE_SEND : VS_GATE_ARM_POST;
+    return VS_GATE_OK;
+}
+
+int vs_gate_call_big(vs_gate *e, uint64_t chunks)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_IDLE)))
+        return VS_GATE_REFUSED;
+    e->big_no++;
+    e->big_chunks = chunks;
+    e->big_base = 0;
+    e->big_header_done = 0;
+    e->phase = VS_GATE_BIG_HDR_SEND;
+    return VS_GATE_OK;
+}
+
+/* The application has read the gate's in-slot. */
+int vs_gate_consume(vs_gate *e)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_HOLD)))
+        return VS_GATE_REFUSED;
+    e->phase = VS_GATE_IDLE;
+    return VS_GATE_OK;
+}
+
+/* ------------------------------------------------------------------ the engine's own steps */
+/* Arms the lookahead: receive chains for gates seq .. seq + window - 1. */
+static int arm(vs_gate *e)
+{
+    for (uint64_t q = e->seq; q < e->seq + e->cfg.window; q++)
+        recv_chain(e, q);
+#if VS_MUTANT == 3
+    e->window_active = 1;                   /* arms without the barrier */
+    e->phase = VS_GATE_SEND;
+#else
+    e->phase = VS_GATE_ARM_BAR_SEND;
+#endif
+    return VS_GATE_OK;
+}
+
+static int window_barrier(vs_gate *e)
+{
+    put_tcp(e, VS_GATE_TCP_BYTE, VS_GATE_WINDOW_BARRIER, 0, 0);
+    e->phase = VS_GATE_ARM_BAR_READ;
+    return VS_GATE_OK;
+}
+
+static int send_gate(vs_gate *e)
+{
+    send_chain(e, e->seq);
+    e->send_outstanding += (int64_t)e->chunks;
+    e->phase = VS_GATE_WAIT;
+    return VS_GATE_OK;
+}
+
+/* The watermark reached seq: repost the slot for gate seq + window and hand it over. */
+static int gate_done(vs_gate *e)
+{
+    if (e->recv_done < e->seq)
+        return refuse(e, "gate %llu is not complete (recv_done %llu)", (ull)e->seq,
+                      (ull)e->recv_done);
+#if VS_MUTANT == 1
+    recv_chain(e, e->seq + e->cfg.window + 1);   /* reposts one gate too far */
+#else
+    recv_chain(e, e->seq + e->cfg.window);
+#endif
+    e->last_gate_seq = e->seq;
+    e->phase = VS_GATE_HOLD;
+    return VS_GATE_OK;
+}
+
+static int write_header(vs_gate *e)
+{
+    put_tcp(e, VS_GATE_TCP_HEADER, e->big_no, e->big_chunks, e->grant);
+    e->phase = VS_GATE_BIG_HDR_READ;
+    return VS_GATE_OK;
+}
+
+/* One zero-length send per armed receive, so the peer's window drains as this one does. */
+static int post_dummies(vs_gate *e)
+{
+#if VS_MUTANT == 5
+    uint64_t n = e->cfg.window * e->chunks - 1;  /* one dummy short */
+#else
+    uint64_t n = e->cfg.window * e->chunks;
+#endif
+    for (uint64_t i = 0; i < n; i++)
+#if VS_MUTANT == 9
+        put_send(e, VS_GATE_TAG_WARM | (i + 1), VS_GATE_BUF_NONE, 0, 0, 0);  /* wrong tag */
+#else
+        put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_NONE, 0, 0, 0);
+#endif
+    e->send_outstanding += (int64_t)n;
+    e->drain_recvs = e->drain_sends = 0;
+    e->phase = VS_GATE_DRAIN_WAIT;
+    return VS_GATE_OK;
+}
+
+static int drain_done(vs_gate *e)
+{
+    uint64_t n = e->cfg.window * e->chunks;
+    if (e->drain_recvs < n || e->drain_sends < n || e->send_outstanding)
+        return refuse(e, "the drain is not over (%llu/%llu receives, %llu/%llu sends, %lld "
+                      "outstanding)", (ull)e->drain_recvs, (ull)n, (ull)e->drain_sends, (ull)n,
+                      (long long)e->send_outstanding);
+    e->recv_done = e->last_gate_seq;
+    e->window_active = 0;
+    e->phase = e->big_header_done ? VS_GATE_BIG_BEGIN : VS_GATE_BIG_HDR_SEND;
+    return VS_GATE_OK;
+}
+
+static int begin_window(vs_gate *e)
+{
+    if (e->window_active)
+        return fail(e, BIG_UNAVAILABLE);
+#if VS_MUTANT == 12
+    e->big_win = e->big_depth;                  /* a last window as deep as the others */
+#else
+    e->big_win = min_u(e->big_depth, e->big_chunks - e->big_base);
+#endif
+    e->big_posted = e->big_sent = e->big_send_done = 0;
+    memset(e->big_recvd, 0, sizeof e->big_recvd);
+    e->big_n_recvd = 0;
+    e->phase = VS_GATE_BIG_POST;
+    return VS_GATE_OK;
+}
+
+/* Posts the next chain of staging receives, one per chunk of the window. */
+static int post_staging(vs_gate *e)
+{
+    uint64_t n = min_u(e->cfg.chain_max, e->big_win - e->big_posted);
+    for (uint64_t i = e->big_posted; i < e->big_posted + n; i++)
+#if VS_MUTANT == 11
+        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i + 1, 0, e->cfg.max_msg);
+#else
+        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, e->cfg.max_msg);
+#endif
+    e->big_posted += n;
+    if (e->big_posted == e->big_win)
+        e->phase = VS_GATE_BIG_BAR_SEND;
+    return VS_GATE_OK;
+}
+
+static int big_barrier(vs_gate *e)
+{
+#if VS_MUTANT == 6
+    e->barrier_tag = e->barrier_tag & 0xFFu;   /* the tag never moves on */
+#else
+    e->barrier_tag = (e->barrier_tag + 1) & 0xFFu;
+#endif
+    put_tcp(e, VS_GATE_TCP_BYTE, e->barrier_tag, 0, 0);
+    e->phase = VS_GATE_BIG_BAR_READ;
+    return VS_GATE_OK;
+}
+
+/* Stage and post the next sub-batch of sends, or, with every receive and send of the window
+ * complete, move to the next window. */
+static int big_progress(vs_gate *e)
+{
+    int64_t room = (int64_t)min_u(e->cfg.chain_max, e->big_win - e->big_sent);
+    int64_t free_sq = big_send_depth(e) - e->send_outstanding;
+    if (free_sq < room)
+        room = free_sq;
+    if (room > 0) {
+        for (uint64_t i = e->big_sent; i < e->big_sent + (uint64_t)room; i++)
+            put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, e->cfg.max_msg);
+        e->big_sent += (uint64_t)room;
+        e->send_outstanding += room;
+        return VS_GATE_OK;
+    }
+    if (!(e->big_sent == e->big_win && e->big_n_recvd == e->big_win
+          && e->big_send_done >= e->big_win))
+        return refuse(e, "the big-gate window is neither sendable nor complete");
+    e->big_base += e->big_win;
+    e->phase = e->big_base >= e->big_chunks ? VS_GATE_IDLE : VS_GATE_BIG_BEGIN;
+    return VS_GATE_OK;
+}
+
+/* The rank's next step of its own: what it posts or writes next. */
+int vs_gate_advance(vs_gate *e)
+{
+    begin(e);
+    switch (e->phase) {
+    case VS_GATE_ARM_POST: return arm(e);
+    case VS_GATE_ARM_BAR_SEND: return window_barrier(e);
+    case VS_GATE_SEND: return send_gate(e);
+    case VS_GATE_WAIT: return gate_done(e);
+    case VS_GATE_BIG_HDR_SEND: return write_header(e);
+    case VS_GATE_DRAIN_POST: return post_dummies(e);
+    case VS_GATE_DRAIN_WAIT: return drain_done(e);
+    case VS_GATE_BIG_BEGIN: return begin_window(e);
+    case VS_GATE_BIG_POST: return post_staging(e);
+    case VS_GATE_BIG_BAR_SEND: return big_barrier(e);
+    case VS_GATE_BIG_XFER: return big_progress(e);
+    default:
+        return refuse(e, "the engine has no step of its own in phase %s", PHASE_NAMES[e->phase]);
+    }
+}
+
+/* ------------------------------------------------------------------ inputs */
+static int read_header(vs_gate *e, const vs_gate_tcp *item)
+{
+    if (item->kind != VS_GATE_TCP_HEADER) {
+        char what[32];
+        snprintf(what, sizeof what, "byte 0x%02x", (unsigned)item->value);
+        return fail(e, BIG_HEADER_MISFRAMED, what);
+    }
+    if (item->value != e->big_no)
+        return fail(e, BIG_DESYNC, VS_GATE_BIG_LAYER, VS_GATE_BIG_MAGIC, (ull)item->value,
+                    VS_GATE_BIG_LAYER, (ull)e->big_no);
+    if (item->chunks != e->big_chunks)
+        return fail(e, BIG_SIZE_MISMATCH, (ull)e->big_no, (ull)e->big_chunks,
+                    (ull)item->chunks);
+    e->big_header_done = 1;
+#if VS_MUTANT == 8
+    e->big_depth = big_window(e, e->grant);     /* ignores the peer's depth */
+#else
+    e->big_depth = big_window(e, min_u(e->grant, item->depth));
+#endif
+    e->phase = e->window_active ? VS_GATE_DRAIN_POST : VS_GATE_BIG_BEGIN;
+    return VS_GATE_OK;
+}
+
+/* What a read of the TCP side channel returned, in a phase that reads it. */
+int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_ARM_BAR_READ) | BIT(VS_GATE_BIG_HDR_READ)
+                    | BIT(VS_GATE_BIG_BAR_READ)))
+        return VS_GATE_REFUSED;
+    if (e->phase == VS_GATE_ARM_BAR_READ) {
+        if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_WINDOW_BARRIER) {
+            unsigned got = item->kind == VS_GATE_TCP_BYTE ? (unsigned)item->value
+                                                          : (unsigned)(VS_GATE_HEADER_MAGIC & 0xFF);
+            return fail(e, WINDOW_BARRIER_MISMATCH, got, VS_GATE_WINDOW_BARRIER);
+        }
+        e->window_active = 1;
+        e->phase = VS_GATE_SEND;
+        return VS_GATE_OK;
+    }
+    if (e->phase == VS_GATE_BIG_BAR_READ) {
+        if (item->kind != VS_GATE_TCP_BYTE || item->value != e->barrier_tag)
+            return fail(e, BIG_BARRIER);
+        e->phase = VS_GATE_BIG_XFER;
+        return VS_GATE_OK;
+    }
+    return read_header(e, item);
+}
+
+#define REAP_PHASES (BIT(VS_GATE_WAIT) | BIT(VS_GATE_DRAIN_WAIT) | BIT(VS_GATE_BIG_XFER))
+
+/* How many completions the next poll asks for (ds4's ibv_wc array in this wait). */
+int vs_gate_poll_size(vs_gate *e, uint32_t *size)
+{
+    begin(e);
+    if (need(e, REAP_PHASES))
+        return VS_GATE_REFUSED;
+    if (e->phase == VS_GATE_DRAIN_WAIT)
+#if VS_MUTANT == 4
+        *size = VS_GATE_DECODE_POLL;            /* the drain polls as a decode wait */
+#else
+        *size = (uint32_t)(2 * e->cfg.window + 1);
+#endif
+    else
+        *size = e->phase == VS_GATE_BIG_XFER ? VS_GATE_BIG_POLL : VS_GATE_DECODE_POLL;
+    return VS_GATE_OK;
+}
+
+static void send_completed(vs_gate *e, const vs_gate_completion *c)
+{
+    e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
+    if (c->wr_id & VS_GATE_TAG_BULK) {
+        if (e->phase == VS_GATE_DRAIN_WAIT)
+            e->drain_sends++;
+        else if (e->phase == VS_GATE_BIG_XFER)
+            e->big_send_done++;
+    }
+}
+
+/* Accounts for one receive completion; fails the rank where the window refuses it. */
+static int received(vs_gate *e, const vs_gate_completion *c)
+{
+    if (e->phase == VS_GATE_DRAIN_WAIT) {
+        e->drain_recvs++;
+    } else if (e->phase == VS_GATE_BIG_XFER) {
+        /* the tag, then the 1-based index (range, duplicate), then the length */
+        if (!(c->wr_id & VS_GATE_TAG_BULK))
+            return fail(e, BIG_UNTAGGED, (ull)c->wr_id);
+        uint64_t index = c->wr_id & ~VS_GATE_TAG_MASK;
+        if (index == 0 || index - 1 >= e->big_win
+            || (e->big_recvd[(index - 1) / 64] >> ((index - 1) % 64) & 1u))
+            return fail(e, BIG_INVALID, (ull)c->wr_id);
+        uint64_t idx = index - 1;
+        if (c->byte_len != e->cfg.max_msg)
+            return fail(e, BIG_LENGTH, (ull)idx, (unsigned)c->byte_len, (unsigned)e->cfg.max_msg);
+        e->big_recvd[idx / 64] |= UINT64_C(1) << (idx % 64);
+        e->big_n_recvd++;
+    } else if (c->wr_id > e->recv_done) {
+        e->recv_done = c->wr_id;
+    }
+    return VS_GATE_OK;
+}
+
+static int completion_error(vs_gate *e, const vs_gate_completion *c)
+{
+    char status[32];
+    snprintf(status, sizeof status, WC_STATUS, (int)c->status);
+    if (e->phase == VS_GATE_DRAIN_WAIT)
+        return fail(e, DRAIN_COMPLETION, status);
+    if (e->phase == VS_GATE_BIG_XFER)
+        return fail(e, BIG_COMPLETION, status);
+    return fail(e, GATE_COMPLETION, status, (ull)c->wr_id);
+}
+
+/* Accounts for what one poll returned, in order; an error status ends the wait. */
+int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n)
+{
+    begin(e);
+    if (need(e, REAP_PHASES))
+        return VS_GATE_REFUSED;
+    for (size_t i = 0; i < n && e->phase != VS_GATE_FAILED; i++) {
+        const vs_gate_completion *c = &polled[i];
+        if (c->status != VS_GATE_WC_SUCCESS)
+            return completion_error(e, c);
+#if VS_MUTANT == 10
+        if ((c->wr_id & VS_GATE_TAG_WARM) && c->opcode == VS_GATE_OP_SEND)
+            continue;           /* a warm-up receive taken as one of ours */
+#else
+        if (c->wr_id & VS_GATE_TAG_WARM)
+            continue;           /* a warm-up leftover from setup, not one of ours */
+#endif
+        if (c->opcode == VS_GATE_OP_SEND)
+            send_completed(e, c);
+        else
+            received(e, c);
+    }
+    return VS_GATE_OK;
+}
+
+/* ------------------------------------------------------------------ the environment */
+/* The wait's deadline passed. */
+int vs_gate_timeout(vs_gate *e)
+{
+    begin(e);
+    if (need(e, REAP_PHASES))
+        return VS_GATE_REFUSED;
+    if (e->phase == VS_GATE_WAIT)
+        return fail(e, GATE_TIMEOUT, (ull)e->seq, (ull)e->recv_done);
+    if (e->phase == VS_GATE_DRAIN_WAIT)
+        return fail(e, DRAIN_TIMEOUT, (unsigned)e->drain_recvs,
+                    (unsigned)(e->cfg.window * e->chunks));
+    return fail(e, BIG_TIMEOUT, (unsigned)e->big_n_recvd, (unsigned)e->big_win,
+                (unsigned)e->big_send_done, (unsigned)e->big_win, (unsigned)e->big_sent);
+}
+
+/* The peer's TCP socket closed, seen by a wait's liveness check or by a read. */
+int vs_gate_peer_closed(vs_gate *e)
+{
+    begin(e);
+    switch (e->phase) {
+    case VS_GATE_WAIT: return fail(e, GATE_PEER);
+    case VS_GATE_DRAIN_WAIT: return fail(e, DRAIN_PEER);
+    case VS_GATE_BIG_XFER: return fail(e, BIG_PEER);
+    case VS_GATE_ARM_BAR_READ: return fail(e, WINDOW_BARRIER_CLOSED);
+    case VS_GATE_BIG_BAR_READ: return fail(e, BIG_BARRIER);
+    default: break;
+    }
+    if (need(e, BIT(VS_GATE_BIG_HDR_READ)))
+        return VS_GATE_REFUSED;
+    return fail(e, BIG_HEADER_FAILED, VS_GATE_BIG_LAYER, (ull)e->big_no, PEER_CLOSED_ERRNO);
+}
+
+/* The process died: nothing more comes from this rank. */
+int vs_gate_crash(vs_gate *e)
+{
+    begin(e);
+    e->phase = VS_GATE_CRASHED;
+    snprintf(e->error, sizeof e->error, "%s", CRASHED_TEXT);
+    return VS_GATE_OK;
+}
+
+/* ------------------------------------------------------------------ reading the engine */
+const vs_gate_emitted *vs_gate_out(const vs_gate *e) { return &e->out; }
+
+void vs_gate_get_view(const vs_gate *e, vs_gate_view *view)
+{
+    view->phase = e->phase;
+    view->recv_done = e->recv_done;
+    view->last_gate_seq = e->last_gate_seq;
+    view->window_active = e->window_active;
+    view->send_outstanding = e->send_outstanding;
+    view->error = e->error;
+}
+
+int32_t vs_gate_phase_of(const vs_gate *e) { return e->phase; }
+uint64_t vs_gate_recv_done(const vs_gate *e) { return e->recv_done; }
+uint64_t vs_gate_last_gate_seq(const vs_gate *e) { return e->last_gate_seq; }
+int32_t vs_gate_window_active(const vs_gate *e) { return e->window_active; }
+int64_t vs_gate_send_outstanding(const vs_gate *e) { return e->send_outstanding; }
+const char *vs_gate_error(const vs_gate *e) { return e->error; }
+const char *vs_gate_refusal(const vs_gate *e) { return e->refusal; }
+
+const char *vs_gate_phase_name(int32_t phase)
+{
+    return phase >= 0 && phase < VS_GATE_N_PHASES ? PHASE_NAMES[phase] : "";
+}

@@ -1,0 +1,184 @@
+/* The gate engine: one rank of ds4's gate window protocol as a sans-I/O state machine.
+ *
+ * The engine never touches a queue pair or a socket. Each call is one protocol step: an
+ * application call (call_gate, call_big, consume), an input (tcp_read, completions, timeout,
+ * peer_closed) or a step of its own (advance). What the rank does in that step (receive and
+ * send work requests to post, TCP items to write, the call's result text, log lines) is left
+ * in the engine's emitted record, read after the call and cleared at the start of the next.
+ *
+ * Every call returns VS_GATE_OK or VS_GATE_REFUSED: a refusal is a call the engine cannot take
+ * in its phase (a driver bug, not a protocol verdict); vs_gate_refusal() says why. A protocol
+ * failure (a bad barrier byte, an error completion, a timeout) is not a refusal: the call
+ * succeeds, the rank enters VS_GATE_FAILED and the emitted result carries ds4's text.
+ *
+ * One engine is one allocation, made by vs_gate_create; no call after it allocates.
+ */
+#ifndef VS_GATE_ENGINE_H
+#define VS_GATE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Phases of a rank: the protocol step it takes next. */
+typedef enum {
+    VS_GATE_INIT,
+    VS_GATE_IDLE,
+    VS_GATE_HOLD,
+    VS_GATE_ARM_POST,
+    VS_GATE_ARM_BAR_SEND,
+    VS_GATE_ARM_BAR_READ,
+    VS_GATE_SEND,
+    VS_GATE_WAIT,
+    VS_GATE_DRAIN_POST,
+    VS_GATE_DRAIN_WAIT,
+    VS_GATE_BIG_HDR_SEND,
+    VS_GATE_BIG_HDR_READ,
+    VS_GATE_BIG_BEGIN,
+    VS_GATE_BIG_POST,
+    VS_GATE_BIG_BAR_SEND,
+    VS_GATE_BIG_BAR_READ,
+    VS_GATE_BIG_XFER,
+    VS_GATE_FAILED,
+    VS_GATE_CRASHED,
+    VS_GATE_N_PHASES
+} vs_gate_phase;
+
+/* Registered regions a work request addresses. */
+typedef enum {
+    VS_GATE_BUF_IN,     /* gate in-slots: one vector stride per slot */
+    VS_GATE_BUF_OUT,    /* gate out-slots: the same strides */
+    VS_GATE_BUF_STAGE,  /* big-gate staging: one message per chunk */
+    VS_GATE_BUF_NONE,   /* zero-length drain dummies */
+    VS_GATE_N_BUFS
+} vs_gate_buf;
+
+/* Return codes. */
+#define VS_GATE_OK 0
+#define VS_GATE_REFUSED 1
+
+/* wr_id tag bits: gate receives and sends carry bare sequence numbers. */
+#define VS_GATE_TAG_BULK (UINT64_C(1) << 63)    /* drain dummies, big-gate chunks: BULK | i */
+#define VS_GATE_TAG_WARM (UINT64_C(1) << 62)    /* warm-up exchanges at setup */
+#define VS_GATE_TAG_MASK (VS_GATE_TAG_BULK | VS_GATE_TAG_WARM)
+
+#define VS_GATE_WINDOW_BARRIER 0xD1u            /* the byte that arms the decode window */
+#define VS_GATE_BIG_MAGIC 0xB16u                /* a big-gate header's tag field */
+#define VS_GATE_HEADER_MAGIC UINT64_C(0x44533442)   /* "DS4B" */
+#define VS_GATE_BIG_LAYER 0u                    /* big gates name no layer */
+#define VS_GATE_WC_SUCCESS 0                    /* IBV_WC_SUCCESS */
+#define VS_GATE_DECODE_POLL 16u                 /* ibv_wc entries per poll: a decode wait */
+#define VS_GATE_BIG_POLL 64u                    /* ... a big-gate window's */
+#define VS_GATE_MAX_BIG_DEPTH 256u              /* the cap on a big-gate window */
+#define VS_GATE_MAX_WINDOW 32768u               /* the deepest receive queue targeted */
+
+#define VS_GATE_TEXT 256                        /* bytes of a result, error or refusal text */
+
+/* The protocol's parameters (ds4's constants by default); the engine derives the rest. */
+typedef struct {
+    uint64_t vec_bytes;         /* bytes of one gate vector (at most 2 * max_msg) */
+    uint64_t max_msg;           /* driver message cap: a vector rides as 1 or 2 chunks */
+    uint64_t window;            /* gates of receive lookahead */
+    uint64_t gates_per_token;   /* 0: slots cycle through n_slots */
+    uint64_t n_slots;           /* slots in the registered slab */
+    uint64_t slot_start;        /* identity schedule: first slot */
+    uint64_t slot_step;         /* identity schedule: slot stride */
+    uint64_t slot_mask;         /* mask schedule: the ordinal-th set bit (0: identity) */
+    uint64_t rq_depth;          /* granted receive queue depth */
+    uint64_t sq_depth;          /* granted send queue depth */
+    uint64_t big_depth;         /* cap on a big-gate window (1..256) */
+    uint64_t chain_max;         /* longest chain of work requests posted at once */
+    uint64_t staging_bytes;     /* big-gate staging area */
+} vs_gate_config;
+
+typedef struct {
+    uint64_t wr_id;
+    uint64_t offset;            /* bytes into the region */
+    uint64_t length;
+    int32_t buf;                /* vs_gate_buf */
+    int32_t signaled;
+} vs_gate_wr;
+
+#define VS_GATE_TCP_BYTE 0
+#define VS_GATE_TCP_HEADER 1
+
+/* One write on the TCP side channel: a barrier byte or a big-gate header. */
+typedef struct {
+    int32_t kind;               /* VS_GATE_TCP_BYTE | VS_GATE_TCP_HEADER */
+    uint64_t value;             /* the byte, or the header's big-gate number */
+    uint64_t chunks;            /* header: chunks of the big gate */
+    uint64_t depth;             /* header: the sender's granted receive depth */
+} vs_gate_tcp;
+
+#define VS_GATE_OP_SEND 0
+#define VS_GATE_OP_RECV 1
+
+/* One entry a poll returned, as ibv_wc gives it. */
+typedef struct {
+    int32_t opcode;             /* VS_GATE_OP_SEND | VS_GATE_OP_RECV */
+    int32_t status;             /* ibv_wc_status */
+    uint64_t wr_id;
+    uint64_t byte_len;
+} vs_gate_completion;
+
+/* What the last call emitted. */
+typedef struct {
+    const vs_gate_wr *recvs;
+    size_t n_recvs;
+    const vs_gate_wr *sends;
+    size_t n_sends;
+    vs_gate_tcp tcp_out[1];
+    size_t n_tcp;
+    char result[VS_GATE_TEXT];  /* ds4's text when the call failed the rank, else "" */
+    char log[1][VS_GATE_TEXT];
+    size_t n_log;
+} vs_gate_emitted;
+
+/* The rank's abstract state in the spec's vocabulary. */
+typedef struct {
+    int32_t phase;              /* vs_gate_phase */
+    uint64_t recv_done;         /* the receive watermark */
+    uint64_t last_gate_seq;
+    int32_t window_active;
+    int64_t send_outstanding;
+    const char *error;          /* "" while live; the failure's text; "crashed" */
+} vs_gate_view;
+
+typedef struct vs_gate vs_gate;
+
+/* A rank with configuration cfg, telling its peer the receive depth grant (0: cfg->rq_depth).
+ * On VS_GATE_REFUSED (a configuration the protocol refuses, or no memory) *out is NULL and
+ * err (if not NULL) holds why. */
+int vs_gate_create(const vs_gate_config *cfg, uint64_t grant, vs_gate **out, char *err,
+                   size_t err_len);
+/* An independent copy of e in its current state (NULL when out of memory). */
+vs_gate *vs_gate_clone(const vs_gate *e);
+void vs_gate_destroy(vs_gate *e);
+
+/* Application calls. */
+int vs_gate_setup(vs_gate *e);
+int vs_gate_call_gate(vs_gate *e, uint64_t layer, uint64_t gate, uint64_t seq);
+int vs_gate_call_big(vs_gate *e, uint64_t chunks);
+int vs_gate_consume(vs_gate *e);
+/* The rank's next step of its own. */
+int vs_gate_advance(vs_gate *e);
+/* Inputs. */
+int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item);
+int vs_gate_poll_size(vs_gate *e, uint32_t *size);
+int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n);
+int vs_gate_timeout(vs_gate *e);
+int vs_gate_peer_closed(vs_gate *e);
+int vs_gate_crash(vs_gate *e);
+
+/* Reading the engine. */
+const vs_gate_emitted *vs_gate_out(const vs_gate *e);
+void vs_gate_get_view(const vs_gate *e, vs_gate_view *view);
+int32_t vs_gate_phase_of(const vs_gate *e);
+uint64_t vs_gate_recv_done(const vs_gate *e);
+uint64_t vs_gate_last_gate_seq(const vs_gate *e);
+int32_t vs_gate_window_active(const vs_gate *e);
+int64_t vs_gate_send_outstanding(const vs_gate *e);
+const char *vs_gate_error(const vs_gate *e);
+const char *vs_gate_refusal(const vs_gate *e);
+const char *vs_gate_phase_name(int32_t phase);
+
+#endif

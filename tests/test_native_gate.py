@@ -1,0 +1,306 @@
+"""The native gate engine (native/gate_engine.c through refimpl/native_gate.py): it runs in
+lockstep with the spec without a mismatch (random runs and every edge), answers a misbehaving
+peer and an out-of-phase call as the reference engine does, writes ds4's texts verbatim,
+compiles warning-free, and runs clean under AddressSanitizer and UBSan."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import native_module, require
+
+from verbspec import native
+from verbspec.refimpl.cli import main
+from verbspec.refimpl.conformance import GateHarness, conform, conform_every_edge, resolve
+from verbspec.refimpl.gate_engine import Completion, EngineError, GateEngine
+from verbspec.refimpl.native_gate import BUFS, NOT_BUILT, PHASES, NativeGateEngine, factory
+from verbspec.spec.gate import errors
+from verbspec.spec.gate.state import ARM_POST, IDLE
+from verbspec.spec.gate.system import build
+from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM, TcpItem
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "native" / "gate_engine.c"
+WARNINGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic")
+# -fno-wrapv: Python's own flags make signed overflow defined (-fwrapv), hiding it from UBSan
+SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+            "-fno-sanitize-recover=undefined", "-fno-wrapv")
+
+
+@pytest.fixture(scope="module")
+def gate_lib() -> ModuleType:
+    return native_module("gate")
+
+
+def compiler() -> str:
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    require("native", None if cc else "no C compiler (cc) on PATH")
+    return cc
+
+
+def build_module(tmp: Path, name: str, flags: Sequence[str]) -> Path:
+    """The gate engine compiled with ``flags`` as extension module ``name`` in ``tmp``."""
+    compiler()
+    sys.path.insert(0, str(ROOT / "native"))
+    try:
+        from build_gate import builder
+    finally:
+        sys.path.remove(str(ROOT / "native"))
+    return Path(builder(name, ("-std=c11", "-O1", *flags), absolute=True).compile(
+        tmpdir=str(tmp)))
+
+
+def load_module(tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(tmp))
+    return importlib.import_module(name)
+
+
+# ---------------------------------------------------------------- lockstep with the spec
+RANDOM = [({}, 60), ({"window": 2, "ops": 12}, 100),
+          ({"window": 2, "ops": 10, "vec_bytes": 100}, 100),
+          ({"window": 3, "ops": 10, "qp_type": "rc", "chain_max": 2}, 100),
+          ({"window": 4, "gates_per_token": 0, "n_slots": 5, "big_depth": 3, "rq_depth": 2,
+            "sq_depth": 2}, 100)]
+
+
+@pytest.mark.parametrize("values,n", RANDOM, ids=lambda v: ",".join(
+    f"{k}={x}" for k, x in v.items()) if isinstance(v, dict) else str(v))
+def test_the_native_engine_conforms_in_random_runs(gate_lib, values, n):
+    rep = conform(build(values), factory(gate_lib), "native", sequences=n, steps=2000)
+    assert rep.mismatch is None, str(rep.mismatch)
+    assert rep.sequences == n and rep.steps > 1000
+
+
+def test_every_edge_of_a_small_configuration_conforms(gate_lib):
+    sweep = GateHarness(build({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2,
+                               "big_gates": 0, "faults": 1}), factory(gate_lib)).every_edge(1)
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    assert (sweep.states, sweep.edges) == (13_107, 32_418)
+
+
+@pytest.mark.slow
+def test_every_edge_of_the_sweep_conforms(gate_lib):
+    rep = conform_every_edge(factory(gate_lib), "native")
+    assert rep.mismatch is None, str(rep.mismatch)
+    assert rep.sweep["configs"] == 6 and rep.sweep["edges"] > 400_000
+
+
+def test_conform_command_runs_the_native_engine(gate_lib, capsys, tmp_path):
+    assert main(["conform", "--impl", "native", "--examples", "10", "--quiet", "--json",
+                 "--trace-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["impl"], out["sequences"], out["mismatches"]) == ("native", 10, 0)
+
+
+def test_native_is_refused_by_name_where_it_was_not_built(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(native, "load", lambda engine: None)
+    with pytest.raises(ValueError, match=re.escape(NOT_BUILT)):
+        resolve("native")
+    assert main(["conform", "--impl", "native", "--quiet", "--trace-dir", str(tmp_path)]) == 3
+    assert NOT_BUILT in capsys.readouterr().err
+
+
+def test_the_tag_matching_harness_is_not_handed_the_gate_engine():
+    from verbspec.refimpl import conformance_tagmatch
+    from verbspec.refimpl.native_gate import native_engine
+
+    try:
+        made = conformance_tagmatch.resolve("native")
+    except ValueError:
+        return
+    assert made is not native_engine
+
+
+def test_a_mutant_engine_is_caught_at_its_step(tmp_path, monkeypatch):
+    """The harness sees the C engine itself: reposting one gate too far is caught at the
+    first gate_done, on a shortest path."""
+    build_module(tmp_path, "vs_gate_mutant_1", ["-DVS_MUTANT=1"])
+    mod = load_module(tmp_path, "vs_gate_mutant_1", monkeypatch)
+    sweep = GateHarness(build({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 3,
+                               "big_gates": 0, "faults": 0}), factory(mod)).every_edge(0)
+    assert sweep.mismatch is not None and sweep.mismatch.action == "gate_done"
+    assert sweep.mismatch.what == "receives posted"
+
+
+# ---------------------------------------------------------------- beside the reference engine
+CFG = build({"window": 2, "ops": 6}).params
+
+
+def twins(gate_lib: ModuleType, steps: Callable) -> None:
+    """Drives the reference and the native engine through the same calls, comparing what each
+    call emits (or refuses) and the view after it."""
+    ref, nat = GateEngine(CFG, 3), NativeGateEngine(CFG, 3, gate_lib)
+    for call in steps:
+        got = []
+        for e in (ref, nat):
+            try:
+                got.append(("ok", call(e)))
+            except EngineError as err:
+                got.append(("refused", str(err)))
+        assert got[0] == got[1], call
+        assert ref.view() == nat.view()
+
+
+@pytest.mark.parametrize("tail", [
+    [lambda e: e.tcp_read(TcpItem("byte", 0xD1))],
+    [lambda e: e.tcp_read(TcpItem("header", 2, 3, 9))],
+    [lambda e: e.tcp_read(TcpItem("header", 1, 4, 9))],
+    [lambda e: e.peer_closed()],
+    [lambda e: e.tcp_read(TcpItem("header", 1, 3, 9)), lambda e: e.advance(),
+     lambda e: e.advance(), lambda e: e.advance(), lambda e: e.tcp_read(TcpItem("byte", 7))],
+    *([lambda e: e.tcp_read(TcpItem("header", 1, 3, 9)), lambda e: e.advance(),
+       lambda e: e.advance(), lambda e: e.advance(), lambda e: e.tcp_read(TcpItem("byte", 1)),
+       lambda e, p=polled: e.completions(p)] for polled in [
+        (Completion("recv", 7, 0, CFG.max_msg),),
+        (Completion("recv", TAG_BULK, 0, CFG.max_msg),),
+        (Completion("recv", TAG_BULK | 4, 0, CFG.max_msg),),
+        (Completion("recv", TAG_BULK | 1, 0, CFG.max_msg),) * 2,
+        (Completion("recv", TAG_BULK | 2, 0, 100),),
+        (Completion("send", TAG_WARM | 1, 0, 0), Completion("recv", TAG_BULK | 3, 0, CFG.max_msg),
+         Completion("send", TAG_BULK | 1, 0, 0)),
+        (Completion("send", TAG_BULK | 1, 12, 0),),
+    ]),
+], ids=["barrier-byte-for-header", "header-desync", "header-size", "peer-closed",
+        "big-barrier", "untagged", "index-0", "index-past", "duplicate", "length", "warm",
+        "error-status"])
+def test_a_misbehaving_peer_is_answered_as_the_reference_engine_does(gate_lib, tail):
+    twins(gate_lib, [lambda e: e.setup(), lambda e: e.call_big(3), lambda e: e.advance(),
+                     *tail, lambda e: e.view()])
+
+
+def test_the_decode_window_barrier_and_refusals_match_the_reference_engine(gate_lib):
+    twins(gate_lib, [
+        lambda e: e.consume(), lambda e: e.advance(), lambda e: e.setup(),
+        lambda e: e.setup(), lambda e: e.call_gate(0, 0, 1), lambda e: e.advance(),
+        lambda e: e.advance(), lambda e: e.poll_size(), lambda e: e.timeout(),
+        lambda e: e.tcp_read(TcpItem("header", 1, 2, 3)), lambda e: e.call_gate(0, 0, 1)])
+    twins(gate_lib, [
+        lambda e: e.setup(), lambda e: e.call_gate(0, 0, 1), lambda e: e.advance(),
+        lambda e: e.advance(), lambda e: e.tcp_read(TcpItem("byte", 0xD1)),
+        lambda e: e.advance(), lambda e: e.poll_size(), lambda e: e.advance(),
+        lambda e: e.completions((Completion("recv", 1, 0, 8),)), lambda e: e.advance(),
+        lambda e: e.consume(), lambda e: e.call_gate(0, 1, 2), lambda e: e.call_gate(0, 1, 3)])
+
+
+def test_a_copy_is_independent_of_its_original(gate_lib):
+    e = NativeGateEngine(CFG, 0, gate_lib)
+    e.setup()
+    twin = copy.deepcopy(e)
+    e.call_gate(0, 0, 1)
+    assert (e.view().phase, twin.view().phase) == (ARM_POST, IDLE)
+    assert twin.call_gate(0, 0, 1).result == "" and twin.advance().recvs == e.advance().recvs
+
+
+def test_a_configuration_the_protocol_refuses_is_refused_by_the_c_engine(gate_lib):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="vec_bytes"):
+        NativeGateEngine(replace(CFG, vec_bytes=3 * CFG.max_msg), 0, gate_lib)
+    with pytest.raises(ValueError, match="window"):
+        NativeGateEngine(replace(CFG, window=0), 0, gate_lib)
+
+
+# ---------------------------------------------------------------- the C source
+def c_strings(source: str) -> dict[str, str]:
+    """Each ``#define NAME "..." ["..."]`` of the source: its concatenated string literal."""
+    out = {}
+    for m in re.finditer(r'^#define (\w+)[ \t]+((?:\\\n|[^\n])*"(?:\\\n|[^\n])*)$', source,
+                         re.MULTILINE):
+        out[m[1]] = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m[2]))
+    return out
+
+
+def test_the_c_engine_writes_every_ds4_text_verbatim():
+    found = c_strings(SOURCE.read_text(encoding="utf-8"))
+    names = {**errors.ERRORS, "WC_STATUS": errors.WC_STATUS,
+             "CHUNKED_VECTORS": errors.CHUNKED_VECTORS}
+    assert {n: found.get(n) for n in names} == {n: m.fmt for n, m in names.items()}
+    assert found["PEER_CLOSED_ERRNO"] == errors.PEER_CLOSED_ERRNO
+
+
+def test_the_c_enums_are_the_adapters_names(gate_lib):
+    lib, ffi = gate_lib.lib, gate_lib.ffi
+    assert len(PHASES) == lib.VS_GATE_N_PHASES and len(BUFS) == lib.VS_GATE_N_BUFS
+    assert [ffi.string(lib.vs_gate_phase_name(p)).decode() for p in range(len(PHASES))] == list(
+        PHASES)
+
+
+def test_the_engine_compiles_warning_free():
+    cc = compiler()
+    done = subprocess.run([cc, *WARNINGS, "-fsyntax-only", str(SOURCE)], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+
+
+def test_the_engine_has_no_globals_and_exports_only_its_prefix(tmp_path):
+    """No state outside an engine's allocation (no writable data or bss symbols), and every
+    exported symbol is vs_gate_*."""
+    cc, nm = compiler(), shutil.which("nm")
+    require("native", None if nm else "no nm (binutils) on PATH")
+    obj = tmp_path / "gate_engine.o"
+    subprocess.run([cc, "-std=c11", "-O2", "-c", str(SOURCE), "-o", str(obj)], check=True)
+    symbols = [line.split() for line in subprocess.run(
+        [nm, str(obj)], capture_output=True, text=True, check=True).stdout.splitlines()]
+    defined = [(s[1], s[2]) for s in symbols if len(s) == 3]
+    assert [d for d in defined if d[0] in "dDbBcC"] == []
+    exported = [name for kind, name in defined if kind.isupper()]
+    assert exported and all(name.startswith("vs_gate_") for name in exported), exported
+
+
+# ---------------------------------------------------------------- sanitizers
+DRIVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import {name} as mod
+    from verbspec.refimpl.conformance import GateHarness, conform
+    from verbspec.refimpl.native_gate import factory
+    from verbspec.spec.gate.system import build
+
+    make = factory(mod)
+    for values in ({{}}, {{"window": 2, "ops": 10, "vec_bytes": 100}},
+                   {{"window": 3, "ops": 10, "chain_max": 2, "big_depth": 3}}):
+        rep = conform(build(values), make, "native", sequences=30, steps=1500)
+        assert rep.mismatch is None, str(rep.mismatch)
+    # every edge of big gates through windows of two: copies (vs_gate_clone) at every state
+    sweep = GateHarness(build({{"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1,
+                                "big_gates": 1, "big_depth": 2, "faults": 0}}),
+                        make).every_edge(0)
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    print("clean", sweep.edges)
+""")
+
+
+def sanitized_run(tmp: Path, flags: Sequence[str] = ()) -> subprocess.CompletedProcess:
+    """A conformance run in a subprocess against the engine built with ASan and UBSan."""
+    cc = compiler()
+    asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
+                          text=True).stdout.strip()
+    require("native", None if os.path.isabs(asan) and os.path.exists(asan) else
+            f"{cc} has no AddressSanitizer runtime (libasan.so)")
+    name = "vs_gate_sanitized"
+    build_module(tmp, name, [*SANITIZE, *flags])
+    script = tmp / "driver.py"
+    script.write_text(DRIVER.format(name=name), encoding="utf-8")
+    env = {**os.environ, "LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0",
+           "UBSAN_OPTIONS": "print_stacktrace=1"}
+    return subprocess.run([sys.executable, str(script), str(tmp)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=600)
+
+
+def test_the_engine_runs_clean_under_asan_and_ubsan(tmp_path):
+    done = sanitized_run(tmp_path)
+    assert "AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, (
+        done.stderr[-3000:])
+    assert done.returncode == 0 and done.stdout.startswith("clean"), done.stderr[-3000:]
