@@ -24,6 +24,10 @@ typedef enum {
     VS_GATE_CRASHED, VS_GATE_N_PHASES
 } vs_gate_phase;
 typedef enum {
+    VS_GATE_STEP_SETUP, VS_GATE_STEP_CALL, VS_GATE_STEP_ADVANCE, VS_GATE_STEP_READ,
+    VS_GATE_STEP_POLL, VS_GATE_STEP_DEAD
+} vs_gate_step;
+typedef enum {
     VS_GATE_BUF_IN, VS_GATE_BUF_OUT, VS_GATE_BUF_STAGE, VS_GATE_BUF_NONE, VS_GATE_N_BUFS
 } vs_gate_buf;
 
@@ -79,6 +83,7 @@ int vs_gate_crash(vs_gate *e);
 const vs_gate_emitted *vs_gate_out(const vs_gate *e);
 void vs_gate_get_view(const vs_gate *e, vs_gate_view *view);
 int32_t vs_gate_phase_of(const vs_gate *e);
+vs_gate_step vs_gate_next_step(const vs_gate *e);
 uint64_t vs_gate_recv_done(const vs_gate *e);
 uint64_t vs_gate_last_gate_seq(const vs_gate *e);
 int32_t vs_gate_window_active(const vs_gate *e);

@@ -541,6 +541,38 @@ static int big_progress(vs_gate *e)
     return VS_GATE_OK;
 }
 
+/* What a driver does next: in a wait, ADVANCE once the engine has a step of its own (the
+ * gate arrived, the drain is over, a window has sends to post or is complete), else POLL. */
+vs_gate_step vs_gate_next_step(const vs_gate *e)
+{
+    switch (e->phase) {
+    case VS_GATE_INIT: return VS_GATE_STEP_SETUP;
+    case VS_GATE_IDLE:
+    case VS_GATE_HOLD: return VS_GATE_STEP_CALL;
+    case VS_GATE_FAILED:
+    case VS_GATE_CRASHED: return VS_GATE_STEP_DEAD;
+    case VS_GATE_ARM_BAR_READ:
+    case VS_GATE_BIG_HDR_READ:
+    case VS_GATE_BIG_BAR_READ: return VS_GATE_STEP_READ;
+    case VS_GATE_WAIT:
+        return e->recv_done >= e->seq ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
+    case VS_GATE_DRAIN_WAIT: {
+        uint64_t n = e->cfg.window * e->chunks;
+        return e->drain_recvs >= n && e->drain_sends >= n && !e->send_outstanding
+               ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
+    }
+    case VS_GATE_BIG_XFER: {
+        int64_t room = (int64_t)min_u(e->cfg.chain_max, e->big_win - e->big_sent);
+        int64_t free_sq = big_send_depth(e) - e->send_outstanding;
+        int complete = e->big_sent == e->big_win && e->big_n_recvd == e->big_win
+                        && e->big_send_done >= e->big_win;
+        return (free_sq < room ? free_sq : room) > 0 || complete
+               ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
+    }
+    default: return VS_GATE_STEP_ADVANCE;
+    }
+}
+
 /* The rank's next step of its own: what it posts or writes next. */
 int vs_gate_advance(vs_gate *e)
 {

@@ -43,6 +43,16 @@ typedef enum {
     VS_GATE_N_PHASES
 } vs_gate_phase;
 
+/* What a driver does next (vs_gate_next_step). */
+typedef enum {
+    VS_GATE_STEP_SETUP,     /* call vs_gate_setup */
+    VS_GATE_STEP_CALL,      /* the application's turn: a gate, a big gate, or consume */
+    VS_GATE_STEP_ADVANCE,   /* the engine has a step of its own: vs_gate_advance */
+    VS_GATE_STEP_READ,      /* read one TCP item: vs_gate_tcp_read (or peer_closed) */
+    VS_GATE_STEP_POLL,      /* poll completions, watching the deadline and the peer */
+    VS_GATE_STEP_DEAD       /* failed or crashed: vs_gate_error says why */
+} vs_gate_step;
+
 /* Registered regions a work request addresses. */
 typedef enum {
     VS_GATE_BUF_IN,     /* gate in-slots: one vector stride per slot */
@@ -173,6 +183,7 @@ int vs_gate_crash(vs_gate *e);
 const vs_gate_emitted *vs_gate_out(const vs_gate *e);
 void vs_gate_get_view(const vs_gate *e, vs_gate_view *view);
 int32_t vs_gate_phase_of(const vs_gate *e);
+vs_gate_step vs_gate_next_step(const vs_gate *e);
 uint64_t vs_gate_recv_done(const vs_gate *e);
 uint64_t vs_gate_last_gate_seq(const vs_gate *e);
 int32_t vs_gate_window_active(const vs_gate *e);

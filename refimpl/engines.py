@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from verbspec import native
 from verbspec.refimpl.gate_engine import GateEngine
 from verbspec.spec.gate.params import GateConfig
 
@@ -25,7 +26,7 @@ def check_engine(name: str) -> None:
 
 
 def native_gate_available() -> bool:
-    return False
+    return native.load("gate") is not None
 
 
 def resolved(name: str) -> str:
@@ -37,5 +38,8 @@ def resolved(name: str) -> str:
 
 def gate_engine(name: str, cfg: GateConfig, grant: int) -> Any:
     """A gate engine of one rank."""
-    resolved(name)
+    if resolved(name) == "native":
+        from verbspec.refimpl.native_gate import NativeGateEngine
+
+        return NativeGateEngine(cfg, grant)
     return GateEngine(cfg, grant)

@@ -16,6 +16,12 @@ from typing import Any
 
 from verbspec import native
 from verbspec.refimpl.gate_engine import (
+    ADVANCE,
+    CALL,
+    DEAD,
+    POLL,
+    READ,
+    SETUP,
     Completion,
     Emitted,
     EngineError,
@@ -51,6 +57,7 @@ PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DR
           DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
           BIG_BAR_READ, BIG_XFER, FAILED, CRASHED)
 BUFS = ("in", "out", "stage", "none")
+STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
 BYTE, HEADER = "byte", "header"
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",
                  "slot_step", "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max",
@@ -163,6 +170,10 @@ class NativeGateEngine:
         kind = self.lib.VS_GATE_TCP_HEADER if item.kind == HEADER else self.lib.VS_GATE_TCP_BYTE
         t = self.ffi.new("vs_gate_tcp *", (kind, item.value, item.chunks, item.depth))
         return self._out(self.lib.vs_gate_tcp_read(self.handle, t))
+
+    def next_step(self) -> str:
+        """What a driver does next (the reference engine's names)."""
+        return STEPS[self.lib.vs_gate_next_step(self.handle)]
 
     def poll_size(self) -> int:
         self._check(self.lib.vs_gate_poll_size(self.handle, self._size))

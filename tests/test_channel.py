@@ -9,6 +9,7 @@ import signal
 import time
 
 import pytest
+from conftest import native_module
 
 from verbspec.refimpl.channel import TRAILER, GateChannel, GateError, gate_config
 from verbspec.refimpl.demo import big_data, vector
@@ -40,9 +41,17 @@ def round_trip(ch: GateChannel, rank: int, big: int) -> dict:
     return {"wrong": wrong, "gates": ch.stats.gates, "big": ch.stats.big_bytes}
 
 
+@pytest.fixture(params=["python", "native"])
+def engine(request):
+    """Each gate engine a channel can run (native: skipped, saying why, where not built)."""
+    if request.param == "native":
+        native_module("gate")
+    return request.param
+
+
 @pytest.mark.parametrize("big", [1, 16384, 5 * 16384 + 77, 30 * 16384])
-def test_gates_big_gate_and_rearm_verify_every_payload(big):
-    out = run_ranks(SMALL, round_trip, (big, big), engine="python", timeout_s=60)
+def test_gates_big_gate_and_rearm_verify_every_payload(big, engine):
+    out = run_ranks(SMALL, round_trip, (big, big), engine=engine, timeout_s=60)
     for o in out:
         assert o.error == "", o.error
         assert o.result == {"wrong": 0, "gates": 40, "big": big}
@@ -76,12 +85,12 @@ def drop_one(ch: GateChannel, rank: int) -> None:
     gates(ch, rank, 6, 5)
 
 
-def test_a_dropped_message_is_caught_not_accepted():
+def test_a_dropped_message_is_caught_not_accepted(engine):
     """UC loses gate 6 from rank 1; gate 7's chunks then land in gate 6's receives and raise
     the watermark, as the protocol alone cannot tell. The payload check refuses them, and the
     peer, left without gate 7, times out."""
     t = time.monotonic()
-    out = run_ranks(SMALL, expect_failure, (drop_one, drop_one), engine="python", timeout_s=30)
+    out = run_ranks(SMALL, expect_failure, (drop_one, drop_one), engine=engine, timeout_s=30)
     r0, r1 = out[0].result, out[1].result
     assert r0["error"] == (f"gate 6: the payload in slot {SMALL.slot(6)} failed its check (it "
                            f"carries seq 7): a message was lost or landed in another's receive")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import native_module
 
 from verbspec.refimpl import gate_engine as ge
 from verbspec.refimpl.conformance import (
@@ -22,6 +23,7 @@ from verbspec.refimpl.conformance import (
     TIMEOUT,
     WORLD,
     GateHarness,
+    reference,
 )
 from verbspec.spec.gate.system import build
 
@@ -31,8 +33,8 @@ NOT_OWN = WORLD | CALLS | READS | {SETUP, CALL_BIG, CONSUME, REAP, TIMEOUT, PEER
 class Watching(GateHarness):
     """The harness, also checking each engine's next_step against the spec after each step."""
 
-    def __init__(self, system):
-        super().__init__(system)
+    def __init__(self, system, factory):
+        super().__init__(system, factory)
         self.checked = {ge.ADVANCE: 0, ge.READ: 0, ge.POLL: 0}
 
     def _step(self, impls, pre, name, args, obs):
@@ -59,10 +61,18 @@ class Watching(GateHarness):
         return None
 
 
+# the reference engine, and the native one (skipped, saying why, where not built)
+ENGINES = [pytest.param(reference, id="python"), pytest.param("native", id="native")]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("values", [{}, {"window": 2, "vec_bytes": 100, "max_msg": 64,
                                          "big_depth": 2, "staging_bytes": 128}])
-def test_next_step_agrees_with_the_spec(values):
-    h = Watching(build(values))
+def test_next_step_agrees_with_the_spec(values, engine):
+    if engine == "native":
+        native_module("gate")
+        from verbspec.refimpl.native_gate import native_engine as engine
+    h = Watching(build(values), engine)
     for seed in range(12):
         run = h.run(random.Random(seed), 1500, fault_rate=0.02)
         assert run.mismatch is None, str(run.mismatch)
