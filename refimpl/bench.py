@@ -1,5 +1,8 @@
-"""``verbspec bench match``: the tag-matching benchmark, a C harness (native/bench/) that times
-the native tag engine, UCX's own tag matching and a textbook list walk side by side in one run.
+"""``verbspec bench match`` and ``verbspec bench gate``.
+
+``match``: the tag-matching benchmark, a C harness (native/bench/) that times the native tag
+engine, UCX's own tag matching and a textbook list walk side by side in one run.
+``gate``: the gate engine's cost per decode gate, the reference engine and the native one.
 
 The harness is compiled here with the system compiler into a temporary directory, with each
 matcher whose sources and libraries are present: the native engine when native/tag_engine.c
@@ -15,10 +18,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from verbspec import native
+from verbspec.refimpl.gate_engine import Completion
+from verbspec.spec.gate.state import WINDOW_BARRIER
+from verbspec.spec.gate.wire import TcpItem
 
 NATIVE = Path(native.__file__).resolve().parent
 BENCH = NATIVE / "bench"
@@ -133,3 +141,82 @@ def _ns(v: float | None) -> str:
 
 def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+
+
+# ------------------------------------------------------------------ verbspec bench gate
+def _gate_through_python(engine: Any, n: int) -> float:
+    """ns per steady-state decode gate through the Python interface of ``engine`` (the
+    reference engine or the native engine's adapter), at ds4's defaults."""
+    e = engine
+    e.setup()
+    e.call_gate(0, 0, 1)
+    e.advance()                     # the window's receives
+    e.advance()                     # the barrier byte
+    e.tcp_read(TcpItem("byte", WINDOW_BARRIER))
+    t0 = time.perf_counter_ns()
+    for seq in range(1, n + 1):
+        slot = (seq - 1) % 86
+        if seq > 1:
+            e.call_gate(slot // 2, slot % 2, seq)
+        e.advance()
+        e.poll_size()
+        e.completions((Completion("send", seq, 0, 16384), Completion("send", seq, 0, 8192),
+                       Completion("recv", 0, 0, 16384), Completion("recv", seq, 0, 8192)))
+        e.advance()
+        e.consume()
+    ns = (time.perf_counter_ns() - t0) / n
+    v = e.view()
+    if v.last_gate_seq != n or v.error:
+        raise BenchError(f"the gate loop ended at gate {v.last_gate_seq}: {v.error}")
+    return ns
+
+
+def _gate_in_c(n: int) -> float:
+    """ns per gate of the C engine driven by the C loop of native/bench/gate_loop.c."""
+    cc = compiler()
+    with tempfile.TemporaryDirectory(prefix="verbspec-bench-") as tmp:
+        exe = Path(tmp) / "bench_gate"
+        done = subprocess.run([cc, *CFLAGS, f"-I{NATIVE}", "-o", str(exe),
+                               str(BENCH / "gate_loop.c"), str(NATIVE / "gate_engine.c")],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BenchError(f"the gate loop did not compile:\n{done.stderr.strip()}")
+        run = subprocess.run([str(exe), str(n)], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise BenchError(f"the gate loop failed (exit {run.returncode})")
+    return float(run.stdout)
+
+
+def gate_main(gates: int, as_json: bool) -> int:
+    """Per-gate engine cost: the reference engine, the native engine through its adapter, and
+    the native engine alone (a C loop, 100 times as many gates)."""
+    from verbspec.refimpl.channel import gate_config
+    from verbspec.refimpl.gate_engine import GateEngine
+    from verbspec.refimpl.progress import print_table
+
+    cfg = gate_config({})
+    rows = [{"engine": "refimpl", "interface": "python",
+             "ns_per_gate": round(_gate_through_python(GateEngine(cfg, cfg.rq_depth), gates))}]
+    if native.load("gate") is None:
+        print("verbspec bench gate: native: not built (pip install -e . needs a C compiler)",
+              file=sys.stderr)
+    else:
+        from verbspec.refimpl.native_gate import NativeGateEngine
+
+        rows.append({"engine": "native", "interface": "python", "ns_per_gate": round(
+            _gate_through_python(NativeGateEngine(cfg, cfg.rq_depth), gates))})
+        rows.append({"engine": "native", "interface": "c",
+                     "ns_per_gate": round(_gate_in_c(100 * gates), 1)})
+    ref = rows[0]["ns_per_gate"]
+    result = {"gates": gates, "rows": rows,
+              "refimpl_over_native_c": round(ref / rows[-1]["ns_per_gate"])
+              if len(rows) == 3 else None}
+    if as_json:
+        print(json.dumps(result))
+        return 0
+    print_table("gate engine, ns per decode gate (window armed)",
+                ["engine", "interface", "ns per gate"],
+                [[r["engine"], r["interface"], f"{r['ns_per_gate']:,}"] for r in rows])
+    if result["refimpl_over_native_c"]:
+        print(f"refimpl / native (C): {result['refimpl_over_native_c']}x")
+    return 0

@@ -266,6 +266,16 @@ def _bench_parser(b: Parser) -> None:
                         '"listwalk_ns"}]} (null where a matcher was not built)')
 
 
+    g = kinds.add_parser("gate", formatter_class=HelpFormatter,
+                         help="the gate engine's cost per decode gate: reference, native "
+                              "through Python, native from C (docs/benchmarks.md)",
+                         description="the gate engine's cost per decode gate: reference, "
+                                     "native through Python, native from C")
+    g.add_argument("--gates", type=int, default=100_000, metavar="N",
+                   help="gates through each Python interface (the C loop runs 100 N)")
+    g.add_argument("--json", action="store_true",
+                   help='print {"gates", "rows": [{"engine", "interface", "ns_per_gate"}], '
+                        '"refimpl_over_native_c"}')
     so = kinds.add_parser("soak", formatter_class=HelpFormatter,
                           help="the gate channel on the sim transport for a long run with "
                                "random faults and recovery (docs/library.md)",
@@ -717,6 +727,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.bench == "soak":
         return _soak(args)
+    if args.bench == "gate":
+        if args.gates < 1:
+            raise ParamError("--gates must be at least 1")
+        try:
+            return bench.gate_main(args.gates, args.json)
+        except bench.BenchError as e:
+            raise InputError(str(e)) from None
     if args.min_messages < 1:
         raise ParamError("--min-messages must be at least 1")
     try:

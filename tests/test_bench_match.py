@@ -1,5 +1,6 @@
-"""The tag-matching benchmark harness builds, runs every scenario with every matcher built
-here, and checks every payload (a wrong match fails the run)."""
+"""The benchmarks: the tag-matching harness builds, runs every scenario with every matcher built
+here and checks every payload (a wrong match fails the run); the gate bench runs each engine.
+No time is asserted."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import require
+from conftest import native_module, require
 
 from verbspec.refimpl import bench
 from verbspec.refimpl.cli import main
@@ -48,3 +49,13 @@ def test_one_scenario_and_bad_arguments(capsys, built):
     assert [(r["scenario"], r["n"]) for r in rows] == [("wildcards-256", 4096)]
     assert main(["bench", "match", "--min-messages", "0"]) == 3
     assert "--min-messages must be at least 1" in capsys.readouterr().err
+
+
+def test_bench_gate_reports_every_engine(capsys):
+    native_module("gate")
+    assert main(["bench", "gate", "--gates", "300", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["engine"], r["interface"]) for r in out["rows"]] == [
+        ("refimpl", "python"), ("native", "python"), ("native", "c")]
+    assert all(r["ns_per_gate"] > 0 for r in out["rows"]) and out["refimpl_over_native_c"] > 0
+    assert main(["bench", "gate", "--gates", "0"]) == 3
