@@ -29,7 +29,7 @@ import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from verbspec.refimpl import gate_engine as ge
 from verbspec.refimpl.side_channel import BYTE, HEADER_KIND, SideChannelTimeout
@@ -93,6 +93,18 @@ def regions_for(cfg: GateConfig) -> dict[str, bytearray]:
 
 
 @dataclass
+class _BigGate:
+    """The big gate in progress: the caller's data, what arrived, the window's place."""
+
+    number: int
+    data: bytes
+    out: bytearray
+    base: int = 0           # chunks of earlier windows
+    win: int = 0            # staging receives of the current window
+    xfer: bool = False      # the engine was moving the current window at its last step
+
+
+@dataclass
 class Stats:
     gates: int = 0
     big_gates: int = 0
@@ -115,7 +127,7 @@ class GateChannel:
     log: Any = None                 # where profile and trace lines go (default stderr)
     _seq: int = field(default=0, init=False)
     _closed: str = field(default="", init=False)
-    _big: dict[str, Any] = field(default_factory=dict, init=False)
+    _big: _BigGate | None = field(default=None, init=False)
     _posted_at: float = field(default=0.0, init=False)
     _profile: list[list[float]] | None = field(default=None, init=False)
     _trace: bool = field(default=False, init=False)
@@ -183,13 +195,15 @@ class GateChannel:
         m = self.big_chunk_bytes
         chunks = -(-len(data) // m)
         # the protocol moves whole chunks: the last one is padded
-        self._big = {"data": data, "out": bytearray(chunks * m), "base": 0, "win": 0,
-                     "xfer": False, "number": self.stats.big_gates + 1}
-        self._apply(self.engine.call_big(chunks))
-        self._run()
+        big = self._big = _BigGate(self.stats.big_gates + 1, data, bytearray(chunks * m))
+        try:
+            self._apply(self.engine.call_big(chunks))
+            self._run()
+        finally:
+            self._big = None
         self.stats.big_gates += 1
         self.stats.big_bytes += len(data)
-        return bytes(self._big.pop("out")[:len(data)])
+        return bytes(big.out[:len(data)])
 
     def _note_profile(self, gate: int, t0: float) -> None:
         """ds4's DS4_TP_GATE_PROFILE: the mean post cost and peer wait of gates 0 and 1."""
@@ -216,7 +230,7 @@ class GateChannel:
         if self._closed:
             raise GateError(f"{self._closed}: set it up again")
 
-    def _fail(self, text: str) -> None:
+    def _fail(self, text: str) -> NoReturn:
         self._closed = f"the channel failed ({text})"
         raise GateError(text)
 
@@ -291,11 +305,11 @@ class GateChannel:
             self._posted_at = time.perf_counter()
         for item in em.tcp_out:
             self.side.write(item)
-        if self._big:
+        if self._big is not None:
             in_xfer = self.engine.view().phase == BIG_XFER
-            if self._big["xfer"] and not in_xfer:
-                self._window_done()
-            self._big["xfer"] = in_xfer
+            if self._big.xfer and not in_xfer:
+                self._window_done(self._big)
+            self._big.xfer = in_xfer
         if em.result:
             self._fail(em.result)
 
@@ -303,35 +317,35 @@ class GateChannel:
     def _note_window(self, recvs: Any) -> None:
         """Staging receives numbered from 1 start a new big-gate window."""
         staged = [w for w in recvs if w.buf == "stage"]
-        if not staged or not self._big:
+        if not staged or self._big is None:
             return
         if staged[0].wr_id & ~TAG_MASK == 1:
-            self._big["win"] = 0
-        self._big["win"] += len(staged)
+            self._big.win = 0
+        self._big.win += len(staged)
 
     def _send_region(self, w: Any) -> str:
-        if w.buf != "stage":
+        if w.buf != "stage" or self._big is None:
             return w.buf
         # stage the window's chunk (index 1-based) from the caller's data
         b, m = self._big, self.big_chunk_bytes
-        k = b["base"] + (w.wr_id & ~TAG_MASK) - 1
-        chunk = b["data"][k * m:(k + 1) * m].ljust(m, b"\0")
+        k = b.base + (w.wr_id & ~TAG_MASK) - 1
+        chunk = b.data[k * m:(k + 1) * m].ljust(m, b"\0")
         stage = self.device.regions["stage_out"]
         stage[w.offset:w.offset + m] = chunk
-        TRAILER.pack_into(stage, w.offset + m, b["number"] << 32 | k, zlib.crc32(chunk),
+        TRAILER.pack_into(stage, w.offset + m, b.number << 32 | k, zlib.crc32(chunk),
                           BIG_MAGIC)
         return "stage_out"
 
-    def _window_done(self) -> None:
-        """The window's chunks all landed: copy them out and move the base on."""
-        b, m, step = self._big, self.big_chunk_bytes, self.cfg.max_msg
+    def _window_done(self, b: _BigGate) -> None:
+        """The window's chunks all landed: check each, copy it out, move the base on."""
+        m, step = self.big_chunk_bytes, self.cfg.max_msg
         stage = memoryview(self.device.regions["stage"])
-        for i in range(b["win"]):
-            k = b["base"] + i
+        for i in range(b.win):
+            k = b.base + i
             chunk = stage[i * step:i * step + m]
             tag, crc, magic = TRAILER.unpack_from(stage, i * step + m)
-            if magic != BIG_MAGIC or tag != b["number"] << 32 | k or crc != zlib.crc32(chunk):
-                self._fail(f"big gate {b['number']}: chunk {k} failed its check: a message "
+            if magic != BIG_MAGIC or tag != b.number << 32 | k or crc != zlib.crc32(chunk):
+                self._fail(f"big gate {b.number}: chunk {k} failed its check: a message "
                            f"was lost or landed in another's receive")
-            b["out"][k * m:(k + 1) * m] = chunk
-        b["base"] += b["win"]
+            b.out[k * m:(k + 1) * m] = chunk
+        b.base += b.win
