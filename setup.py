@@ -2,7 +2,7 @@
 C engine, compiled by ``pip install -e .`` with the system compiler.
 
 The extensions are optional: on a machine without a C compiler the install still succeeds and
-the package runs its pure-Python engines (``verbspec.native.available()`` says which).
+the package runs its pure-Python engines (``verbspec.native.load`` says which were built).
 """
 
 from pathlib import Path
