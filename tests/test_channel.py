@@ -95,7 +95,8 @@ def test_a_dropped_message_is_caught_not_accepted(engine):
     assert r0["error"] == (f"gate 6: the payload in slot {SMALL.slot(6)} failed its check (it "
                            f"carries seq 7): a message was lost or landed in another's receive")
     assert r0["after"].startswith("the channel failed")
-    assert r1["error"] == errors.GATE_TIMEOUT(seq=7, recv_done=6)
+    # the peer waits for gate 7 in vain: its timeout, or rank 0 leaving if that comes first
+    assert r1["error"] in (errors.GATE_TIMEOUT(seq=7, recv_done=6), errors.GATE_PEER())
     assert time.monotonic() - t < 10
 
 
