@@ -43,11 +43,14 @@
 #define VS_TAG_MAX_BUCKETS (1 << 20)
 #endif
 
-/* The matching path's helpers are inlined into every call that uses them. */
+/* The matching path's helpers are inlined into every call that uses them; refusals are kept
+ * out of the way. */
 #if defined(__GNUC__)
 #define HOT static inline __attribute__((always_inline))
+#define COLD static __attribute__((cold, noinline))
 #else
 #define HOT static inline
+#define COLD static
 #endif
 
 /* Wildcard kinds: bit 0, any source; bit 1, any tag. */
@@ -118,6 +121,8 @@ struct vs_tag {
     int32_t npending;
     vs_list arrival;                /* unexpected messages in arrival-key order */
     bool one_comm;                  /* one communicator: arrival is (comm, ANY, ANY)'s bucket */
+    unsigned unx_on;                /* kinds whose unexpected tables are in use */
+    int src_bits, tag_bits;         /* key layout (env_key) */
     int32_t nunexpected;
     int64_t order;                  /* arrival key of unexpected messages without offload */
 
@@ -154,7 +159,7 @@ struct vs_tag {
 };
 
 /* ------------------------------------------------------------------ errors and output */
-static int refuse(vs_tag *e, int arg, const char *fmt, ...)
+COLD int refuse(vs_tag *e, int arg, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -164,7 +169,7 @@ static int refuse(vs_tag *e, int arg, const char *fmt, ...)
     return VS_TAG_REFUSED;
 }
 
-static int nomem(vs_tag *e)
+COLD int nomem(vs_tag *e)
 {
     snprintf(e->err, sizeof e->err, "out of memory");
     e->err_arg = -1;
@@ -192,8 +197,18 @@ static void packet_text(char *buf, size_t n, int64_t mid, int64_t comm, int64_t 
              ", nbytes=%" PRId64 ", kind='%s')", mid, comm, src, tag, nbytes, k);
 }
 
-/* ------------------------------------------------------------------ memory */
-/* The capacity after doubling from cap until it holds need (-1: too large). */
+/* A delivered packet that is not the one its sender sent. */
+COLD int refuse_packet(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
+                       int64_t nbytes, int64_t kind)
+{
+    const vs_msg *m = &e->msg[mid];
+    char got[160], sent[160];
+    packet_text(got, sizeof got, mid, comm, src, tag, nbytes, kind);
+    packet_text(sent, sizeof sent, mid, m->comm, m->src, m->tag, m->nbytes, m->kind);
+    return refuse(e, VS_TAG_ARG_PACKET, "packet %s differs from what sender %" PRId32
+                  " sent: %s", got, m->src, sent);
+}
+
 /* ------------------------------------------------------------------ memory */
 /* The capacity after doubling from cap until it holds need (-1: too large). */
 static int32_t doubled(int32_t cap, int32_t need)
@@ -266,20 +281,29 @@ static int reserve_cqe(vs_tag *e)
 }
 
 /* ------------------------------------------------------------------ bucket tables */
-/* The position of an envelope among the configuration's envelopes of kind k (wildcard
- * fields left out), tag fastest: the key its bucket is found by. */
+/* The key an envelope of kind k is found by: its fields (wildcards left out) packed in as
+ * many bits as the configuration's ranges need, tag lowest. */
 HOT uint64_t env_key(const vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
 {
     uint64_t key = (uint32_t)comm;
     if (!(k & K_ANY_SRC))
-        key = key * (uint64_t)(uint32_t)e->cfg.senders + (uint32_t)src;
+        key = key << e->src_bits | (uint32_t)src;
     if (!(k & K_ANY_TAG))
-        key = key * (uint64_t)(uint32_t)e->cfg.tags + (uint32_t)tag;
+        key = key << e->tag_bits | (uint32_t)tag;
     return key;
 }
 
-/* A key's bucket: its low bits, offset by a multiplicative hash of the rest. A table with as
- * many buckets as its kind has envelopes is thus a direct index, and in a larger space
+/* The bits that hold 0..n-1. */
+static int bits_for(int64_t n)
+{
+    int b = 0;
+    while (b < 62 && ((int64_t)1 << b) < n)
+        b++;
+    return b;
+}
+
+/* A key's bucket: its low bits, offset by a multiplicative hash of the rest. A table with a
+ * bucket for every key of its kind is thus a direct index, and in a larger key space
  * neighbouring envelopes (consecutive tags) still land in neighbouring buckets. */
 HOT uint64_t slot_of(const vs_table *t, uint64_t key)
 {
@@ -298,32 +322,21 @@ static inline int kind_of(int64_t src, int64_t tag)
     return (src == VS_TAG_ANY ? K_ANY_SRC : 0) | (tag == VS_TAG_ANY ? K_ANY_TAG : 0);
 }
 
-/* The number of envelopes of kind k, or limit when there are more. */
-static uint64_t kind_space(const vs_tag_config *cfg, int k, uint64_t limit)
+/* A table of kind k for up to `live` entries at a time: a bucket for every key of the kind
+ * where there are at most that many, else as many as `live` (a power of two, 2 to
+ * VS_TAG_MAX_BUCKETS). Every bucket starts empty. */
+static int table_init(vs_table *t, const vs_tag *e, int k, int64_t live)
 {
-    uint64_t n = cfg->comms > 0 ? (uint64_t)cfg->comms : 1;
-    uint64_t f[2] = {(k & K_ANY_SRC) ? 1 : (uint64_t)cfg->senders,
-                     (k & K_ANY_TAG) ? 1 : (uint64_t)cfg->tags};
-    for (int i = 0; i < 2; i++) {
-        uint64_t x = f[i] > 0 ? f[i] : 1;
-        if (n > limit / x)
-            return limit;
-        n *= x;
-    }
-    return n < limit ? n : limit;
-}
-
-/* A table of kind k for up to `live` entries at a time: buckets for as many envelopes as the
- * kind has, or as `live`, whichever is fewer (a power of two, 2 to VS_TAG_MAX_BUCKETS). Every
- * bucket starts empty. */
-static int table_init(vs_table *t, const vs_tag_config *cfg, int k, int64_t live)
-{
-    uint64_t want = kind_space(cfg, k, (uint64_t)live), n = 2;
-    int bits = 1;
-    while (n < want && n < (uint64_t)VS_TAG_MAX_BUCKETS) {
-        n *= 2;
-        bits++;
-    }
+    int key_bits = bits_for(e->cfg.comms) + ((k & K_ANY_SRC) ? 0 : e->src_bits)
+                   + ((k & K_ANY_TAG) ? 0 : e->tag_bits);
+    int bits = bits_for(live);
+    if (key_bits < bits)
+        bits = key_bits;
+    if (bits < 1)
+        bits = 1;
+    while (bits > 1 && ((uint64_t)1 << bits) > (uint64_t)VS_TAG_MAX_BUCKETS)
+        bits--;
+    uint64_t n = (uint64_t)1 << bits;
     t->mask = n - 1;
     t->bits = bits;
     t->b = malloc((size_t)n * sizeof *t->b);
@@ -498,48 +511,65 @@ HOT int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t 
 }
 
 /* ------------------------------------------------------------------ unexpected messages */
-/* A message joins the bucket of each kind (with one communicator, the arrival list is the
- * (comm, ANY, ANY) bucket) and the arrival list. */
-static void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
+/* The kinds whose tables index every unexpected message are those a receive or probe has
+ * looked in (bits of e->unx_on, kept by vs_tag_reset as the memory is); a kind is indexed on
+ * first use by walking the arrival list, so traffic that uses one kind pays for one table.
+ * With one communicator the arrival list is the (comm, ANY, ANY) bucket itself. */
+HOT void unx_index(vs_tag *e, int k, int32_t mid)
 {
-    vs_msg *m = &e->msg[mid];
+    const vs_msg *m = &e->msg[mid];
     vs_mlink *ml = &e->mlink[mid];
-    ml->useq = key;
-    m->unexpected = true;
-    for (int k = 0; k < NKINDS; k++) {
-        if (k == K_ANY_BOTH && e->one_comm)
-            break;
-        ml->bucket[k] = (uint32_t)slot_of(&e->unx[k], env_key(e, k, m->comm, m->src, m->tag));
-        unx_insert(e, k, &e->unx[k].b[ml->bucket[k]], mid);
-    }
+    ml->bucket[k] = (uint32_t)slot_of(&e->unx[k], env_key(e, k, m->comm, m->src, m->tag));
+    unx_insert(e, k, &e->unx[k].b[ml->bucket[k]], mid);
+}
+
+HOT void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
+{
+    e->mlink[mid].useq = key;
+    e->msg[mid].unexpected = true;
+    for (unsigned on = e->unx_on, k = 0; on != 0; on >>= 1, k++)
+        if (on & 1)
+            unx_index(e, (int)k, mid);
     unx_insert(e, ML_ARRIVAL, &e->arrival, mid);
     e->nunexpected++;
 }
 
-static void unexpected_take(vs_tag *e, int32_t mid)
+HOT void unexpected_take(vs_tag *e, int32_t mid)
 {
     const vs_mlink *ml = &e->mlink[mid];
     e->msg[mid].unexpected = false;
-    for (int k = 0; k < NKINDS; k++) {
-        if (k == K_ANY_BOTH && e->one_comm)
-            break;
-        l_unlink(MSG_SET(k), &e->unx[k].b[ml->bucket[k]], mid);
-    }
+    for (unsigned on = e->unx_on, k = 0; on != 0; on >>= 1, k++)
+        if (on & 1)
+            l_unlink(MSG_SET(k), &e->unx[k].b[ml->bucket[k]], mid);
     l_unlink(MSG_SET(ML_ARRIVAL), &e->arrival, mid);
     e->nunexpected--;
 }
 
 /* The earliest (or, newest, the latest) arrived message a receive (comm, src, tag) selects,
  * or -1: the first in that order that it selects in the bucket its envelope names. */
-static int32_t unexpected_scan(const vs_tag *e, int32_t comm, int32_t src, int32_t tag,
-                               bool newest)
+/* The arrival list walked to index kind k's table (the kind's first use). */
+static void unx_index_all(vs_tag *e, int k)
+{
+    for (int32_t m = e->arrival.head; m >= 0; m = e->mlink[m].link[ML_ARRIVAL].next)
+        unx_index(e, k, m);
+    e->unx_on |= 1u << k;
+}
+
+HOT int32_t unexpected_scan(vs_tag *e, int32_t comm, int32_t src, int32_t tag, bool newest)
 {
     if (e->nunexpected == 0)
         return -1;
     int k = kind_of(src, tag);
-    int set = k == K_ANY_BOTH && e->one_comm ? ML_ARRIVAL : k;
-    const vs_list *b = set == ML_ARRIVAL ? &e->arrival : bucket_of(e, &e->unx[k], k, comm, src,
-                                                                   tag);
+    int set = k;
+    const vs_list *b;
+    if (k == K_ANY_BOTH && e->one_comm) {
+        set = ML_ARRIVAL;
+        b = &e->arrival;
+    } else {
+        if (!(e->unx_on & (1u << k)))
+            unx_index_all(e, k);
+        b = bucket_of(e, &e->unx[k], k, comm, src, tag);
+    }
     for (int32_t at = newest ? b->tail : b->head; at >= 0;) {
         const vs_msg *m = &e->msg[at];
         if (m->comm == comm && ((k & K_ANY_SRC) || m->src == src)
@@ -550,7 +580,7 @@ static int32_t unexpected_scan(const vs_tag *e, int32_t comm, int32_t src, int32
     return -1;
 }
 
-static int32_t unexpected_find(const vs_tag *e, int32_t comm, int32_t src, int32_t tag)
+HOT int32_t unexpected_find(vs_tag *e, int32_t comm, int32_t src, int32_t tag)
 {
 #if VS_MUTANT == 2
     /* mutant: the newest unexpected message first */
@@ -577,6 +607,8 @@ int vs_tag_create(const vs_tag_config *cfg, vs_tag **out)
     e->nmsgs = (int32_t)n;
     e->offload = cfg->capacity > 0;
     e->one_comm = cfg->comms <= 1;
+    e->src_bits = bits_for(cfg->senders);
+    e->tag_bits = bits_for(cfg->tags);
     size_t nm = n > 0 ? (size_t)n : 1;
     size_t ns = cfg->senders > 0 ? (size_t)cfg->senders : 1;
     e->sent = calloc(ns, sizeof *e->sent);
@@ -590,12 +622,12 @@ int vs_tag_create(const vs_tag_config *cfg, vs_tag **out)
      * its capacity) */
     int64_t live = n > 16 ? n : 16;
     for (int k = 0; k < NKINDS; k++) {
-        if (table_init(&e->posted[k], cfg, k, live) || table_init(&e->unx[k], cfg, k, live)) {
+        if (table_init(&e->posted[k], e, k, live) || table_init(&e->unx[k], e, k, live)) {
             vs_tag_destroy(e);
             return VS_TAG_NOMEM;
         }
     }
-    if (e->offload && table_init(&e->nic, cfg, K_EXACT, cfg->capacity < live ? cfg->capacity
+    if (e->offload && table_init(&e->nic, e, K_EXACT, cfg->capacity < live ? cfg->capacity
                                                                               : live)) {
         vs_tag_destroy(e);
         return VS_TAG_NOMEM;
@@ -682,8 +714,9 @@ void vs_tag_reset(vs_tag *e)
     for (int32_t r = e->hw.head; r >= 0; r = e->rnic[r].listed.next)
         e->nic.b[e->rnic[r].nic_bucket] = (vs_list){-1, -1};
     for (int32_t m = e->arrival.head; m >= 0; m = e->mlink[m].link[ML_ARRIVAL].next)
-        for (int k = 0; k < (e->one_comm ? K_ANY_BOTH : NKINDS); k++)
-            e->unx[k].b[e->mlink[m].bucket[k]] = (vs_list){-1, -1};
+        for (int k = 0; k < NKINDS; k++)
+            if (e->unx_on & (1u << k))
+                e->unx[k].b[e->mlink[m].bucket[k]] = (vs_list){-1, -1};
     /* only the messages sent are cleared: a short job's reset touches little memory */
     for (int32_t s = 0; s < e->cfg.senders; s++) {
         size_t first = (size_t)s * (size_t)e->cfg.messages, k = (size_t)e->sent[s];
@@ -876,14 +909,22 @@ int vs_tag_get_view(vs_tag *e, vs_tag_view *v)
 /* ------------------------------------------------------------------ checks */
 HOT bool in_range(int64_t v, int64_t lo, int64_t hi) { return lo <= v && v <= hi; }
 
+/* v in 0..n-1. */
+HOT bool in_id_range(int64_t v, int32_t n) { return (uint64_t)v < (uint64_t)(uint32_t)n; }
+
 /* value in 0..hi-1 (or ANY where a wildcard is allowed), else a refusal naming it. */
-HOT int check(vs_tag *e, int arg, const char *what, int64_t value, int32_t hi,
-                        bool wildcard)
+COLD int refuse_range(vs_tag *e, int arg, const char *what, int64_t value, int32_t hi,
+                      bool wildcard)
 {
-    if ((uint64_t)value < (uint64_t)(uint32_t)hi || (wildcard && value == VS_TAG_ANY))
-        return VS_TAG_OK;
     return refuse(e, arg, "%s %" PRId64 " is outside 0..%" PRId32 "%s", what, value, hi - 1,
                   wildcard ? " or ANY (-1)" : "");
+}
+
+HOT int check(vs_tag *e, int arg, const char *what, int64_t value, int32_t hi, bool wildcard)
+{
+    if (in_id_range(value, hi) || (wildcard && value == VS_TAG_ANY))
+        return VS_TAG_OK;
+    return refuse_range(e, arg, what, value, hi, wildcard);
 }
 
 HOT int check_sent(vs_tag *e, int64_t mid)
@@ -1001,9 +1042,9 @@ static void nic_unlist(vs_tag *e, int32_t rid)
 }
 
 /* ------------------------------------------------------------------ senders */
-int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nbytes)
+/* A send refused: the first of vs_tag_send's checks that fails. */
+COLD int send_refused(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nbytes)
 {
-    begin(e);
     int rc;
     if ((rc = check(e, 0, "sender", sender, e->cfg.senders, false))
         || (rc = check(e, 1, "communicator", comm, e->cfg.comms, false))
@@ -1012,10 +1053,19 @@ int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nb
     if (!in_range(nbytes, 1, e->cfg.max_bytes))
         return refuse(e, 3, "length %" PRId64 " is outside 1..%" PRId32, nbytes,
                       e->cfg.max_bytes);
+    return refuse(e, 0, "sender %" PRId64 " has sent all its %" PRId32 " messages", sender,
+                  e->cfg.messages);
+}
+
+int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nbytes)
+{
+    begin(e);
+    /* every check at once; which one failed is worked out only for a refusal */
+    if (!(in_id_range(sender, e->cfg.senders) && in_id_range(comm, e->cfg.comms)
+          && in_id_range(tag, e->cfg.tags) && in_range(nbytes, 1, e->cfg.max_bytes)
+          && e->sent[sender] < e->cfg.messages))
+        return send_refused(e, sender, comm, tag, nbytes);
     int32_t k = e->sent[sender];
-    if (k >= e->cfg.messages)
-        return refuse(e, 0, "sender %" PRId64 " has sent all its %" PRId32 " messages", sender,
-                      e->cfg.messages);
     int32_t mid = (int32_t)sender * e->cfg.messages + k;
     vs_msg *m = &e->msg[mid];
     e->sent[sender] = k + 1;
@@ -1054,60 +1104,77 @@ int vs_tag_fin(vs_tag *e, int64_t mid)
 }
 
 /* ------------------------------------------------------------------ the receiver */
+/* A delivery refused: the first of vs_tag_delivered's checks that fails. */
+COLD int delivered_refused(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
+                           int64_t nbytes, int64_t kind)
+{
+    int rc = check_sent(e, mid);
+    if (rc)
+        return rc;
+    const vs_msg *m = &e->msg[mid];
+    if (comm != m->comm || src != m->src || tag != m->tag || nbytes != m->nbytes
+        || kind != m->kind)
+        return refuse_packet(e, mid, comm, src, tag, nbytes, kind);
+    return refuse(e, 0, "message %" PRId64 " already arrived (each message arrives once)", mid);
+}
+
+/* A message arrives: its eager payload's ACK completes the send. */
+HOT void arrive(vs_tag *e, int32_t mid)
+{
+    vs_msg *m = &e->msg[mid];
+    m->arrived = true;
+    if (m->kind == VS_TAG_EAGER && !m->released) {
+        m->released = true;
+        emit_released(e, mid);
+    }
+}
+
+/* A message reaches the NIC: matching is held until software's count covers every reported
+ * message. */
+static int delivered_offload(vs_tag *e, int32_t mid)
+{
+    if (reserve_cqe(e))
+        return nomem(e);
+    arrive(e, mid);
+    const vs_msg *m = &e->msg[mid];
+    int64_t seq = e->arrivals++;
+#if VS_MUTANT == 6
+    /* mutant: the NIC matches while software's count is behind */
+    bool held = false;
+#else
+    bool held = e->synced != e->reported;
+#endif
+    if (!held) {
+        int32_t h = bucket_of(e, &e->nic, K_EXACT, m->comm, m->src, m->tag)->head;
+        while (h >= 0) {
+            const vs_recv *r = &e->recv[h];
+            if (r->comm == m->comm && r->src == m->src && r->tag == m->tag)
+                break;
+            h = e->rnic[h].bucket.next;
+        }
+        if (h >= 0) {
+            nic_unlist(e, h);
+            push_cqe(e, VS_TAG_CQE_MATCH, h, mid, seq, false);
+            return VS_TAG_OK;
+        }
+    }
+    e->reported++;
+    push_cqe(e, VS_TAG_CQE_UNEXPECTED, -1, mid, seq, false);
+    return VS_TAG_OK;
+}
+
 int vs_tag_delivered(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
                      int64_t nbytes, int64_t kind)
 {
     begin(e);
-    int rc = check_sent(e, mid);
-    if (rc)
-        return rc;
-    vs_msg *m = &e->msg[mid];
-    if (comm != m->comm || src != m->src || tag != m->tag || nbytes != m->nbytes
-        || kind != m->kind) {
-        char got[160], sent[160];
-        packet_text(got, sizeof got, mid, comm, src, tag, nbytes, kind);
-        packet_text(sent, sizeof sent, mid, m->comm, m->src, m->tag, m->nbytes, m->kind);
-        return refuse(e, VS_TAG_ARG_PACKET, "packet %s differs from what sender %" PRId32
-                      " sent: %s", got, m->src, sent);
-    }
-    if (m->arrived)
-        return refuse(e, 0, "message %" PRId64 " already arrived (each message arrives once)",
-                      mid);
-    if (e->offload && reserve_cqe(e))
-        return nomem(e);
-    m->arrived = true;
-    if (m->kind == VS_TAG_EAGER && !e->msg[mid].released) {
-        /* the eager payload's ACK completes the send */
-        e->msg[mid].released = true;
-        emit_released(e, (int32_t)mid);
-    }
-    if (e->offload) {
-        /* the NIC: matching is held until software's count covers every reported message */
-        int64_t seq = e->arrivals++;
-#if VS_MUTANT == 6
-        /* mutant: the NIC matches while software's count is behind */
-        bool held = false;
-#else
-        bool held = e->synced != e->reported;
-#endif
-        if (!held) {
-            int32_t h = bucket_of(e, &e->nic, K_EXACT, m->comm, m->src, m->tag)->head;
-            while (h >= 0) {
-                const vs_recv *r = &e->recv[h];
-                if (r->comm == m->comm && r->src == m->src && r->tag == m->tag)
-                    break;
-                h = e->rnic[h].bucket.next;
-            }
-            if (h >= 0) {
-                nic_unlist(e, h);
-                push_cqe(e, VS_TAG_CQE_MATCH, h, (int32_t)mid, seq, false);
-                return VS_TAG_OK;
-            }
-        }
-        e->reported++;
-        push_cqe(e, VS_TAG_CQE_UNEXPECTED, -1, (int32_t)mid, seq, false);
-        return VS_TAG_OK;
-    }
+    /* every check at once; which one failed is worked out only for a refusal */
+    const vs_msg *m = in_id_range(mid, e->nmsgs) ? &e->msg[mid] : NULL;
+    if (!(m != NULL && m->sent && comm == m->comm && src == m->src && tag == m->tag
+          && nbytes == m->nbytes && kind == m->kind && !m->arrived))
+        return delivered_refused(e, mid, comm, src, tag, nbytes, kind);
+    if (e->offload)
+        return delivered_offload(e, (int32_t)mid);
+    arrive(e, (int32_t)mid);
     vs_list *bucket;
     int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
     if (rid < 0) {
@@ -1119,9 +1186,41 @@ int vs_tag_delivered(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t 
     return VS_TAG_OK;
 }
 
-int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+/* A receive is posted, everything it may need at hand. */
+HOT int post_recv_body(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_t nbytes)
 {
-    begin(e);
+    int32_t rid = e->nrecvs++;
+    vs_recv *r = &e->recv[rid];
+    *r = (vs_recv){comm, src, tag, nbytes, {-1, -1}, VS_TAG_PENDING, (uint8_t)kind_of(src, tag),
+                   0, VS_TAG_SW, 0};
+    if (e->offload)
+        e->rnic[rid] = (vs_recv_nic){{-1, -1}, {-1, -1}, {-1, -1}, 0, false, false, false, -1, 0};
+    int32_t mid = e->nunexpected > 0 ? unexpected_find(e, comm, src, tag) : -1;
+    if (mid >= 0) {
+        unexpected_take(e, mid);
+        matched(e, rid, mid, -1, -1);
+        return VS_TAG_OK;
+    }
+    if (!e->offload) {
+        posted_add(e, rid);
+        return VS_TAG_OK;
+    }
+    bool to_nic = offloadable(e, src, tag);     /* judged before it is counted */
+    posted_add(e, rid);
+    if (to_nic) {
+        r->where = VS_TAG_HW;
+        push_op(e, VS_TAG_OP_ADD, e->sw_count, rid);
+    } else {
+        r->where = VS_TAG_SW;
+        e->in_sw++;
+    }
+    return VS_TAG_OK;
+}
+
+/* vs_tag_post_recv's checks one by one, then what the call may need made ready before
+ * anything changes (room for one more receive; with offload, for an op). */
+static int post_recv_slow(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+{
     int rc;
     if ((rc = check(e, 0, "communicator", comm, e->cfg.comms, false))
         || (rc = check(e, 1, "source", src, e->cfg.senders, true))
@@ -1130,36 +1229,23 @@ int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t 
     if (!in_range(nbytes, 1, e->cfg.max_bytes))
         return refuse(e, 3, "buffer length %" PRId64 " is outside 1..%" PRId32, nbytes,
                       e->cfg.max_bytes);
-    /* everything this call may need, before anything changes */
     int32_t rid = e->nrecvs;
     if (rid >= e->rcap && (rid == INT32_MAX || ensure_recvs(e, rid + 1)))
         return nomem(e);
     if (e->offload && reserve_op(e))
         return nomem(e);
-    e->nrecvs++;
-    vs_recv *r = &e->recv[rid];
-    *r = (vs_recv){(int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes, {-1, -1},
-                   VS_TAG_PENDING, (uint8_t)kind_of(src, tag), 0, VS_TAG_SW, 0};
-    if (e->offload)
-        e->rnic[rid] = (vs_recv_nic){{-1, -1}, {-1, -1}, {-1, -1}, 0, false, false, false, -1, 0};
-    int32_t mid = unexpected_find(e, r->comm, r->src, r->tag);
-    if (mid >= 0) {
-        unexpected_take(e, mid);
-        matched(e, rid, mid, -1, -1);
-        return VS_TAG_OK;
-    }
-    bool to_nic = e->offload && offloadable(e, src, tag);   /* judged before it is counted */
-    posted_add(e, rid);
-    if (e->offload) {
-        if (to_nic) {
-            r->where = VS_TAG_HW;
-            push_op(e, VS_TAG_OP_ADD, e->sw_count, rid);
-        } else {
-            r->where = VS_TAG_SW;
-            e->in_sw++;
-        }
-    }
-    return VS_TAG_OK;
+    return post_recv_body(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+}
+
+int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+{
+    begin(e);
+    if (in_id_range(comm, e->cfg.comms)
+        && (in_id_range(src, e->cfg.senders) || src == VS_TAG_ANY)
+        && (in_id_range(tag, e->cfg.tags) || tag == VS_TAG_ANY)
+        && in_range(nbytes, 1, e->cfg.max_bytes) && e->nrecvs < e->rcap && !e->offload)
+        return post_recv_body(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+    return post_recv_slow(e, comm, src, tag, nbytes);
 }
 
 int vs_tag_cancel(vs_tag *e, int64_t rid)

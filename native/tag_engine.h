@@ -131,6 +131,8 @@ void vs_tag_reset(vs_tag *e);
 const char *vs_tag_error(const vs_tag *e);
 int vs_tag_error_arg(const vs_tag *e);
 
+/* The engine's output record: one address for the engine's life, holding what the last call
+ * emitted. */
 const vs_tag_out *vs_tag_emitted(const vs_tag *e);
 int vs_tag_get_view(vs_tag *e, vs_tag_view *out);
 
