@@ -65,6 +65,7 @@ typedef struct {
     vs_list *b;
     uint64_t mask;                  /* buckets - 1 (a power of two) */
     int bits;                       /* log2(buckets) */
+    int spread;                     /* 64 - bits */
 } vs_table;
 
 /* A message: one small record holds all that a match reads and writes. */
@@ -121,7 +122,7 @@ struct vs_tag {
     int32_t npending;
     vs_list arrival;                /* unexpected messages in arrival-key order */
     bool one_comm;                  /* one communicator: arrival is (comm, ANY, ANY)'s bucket */
-    unsigned unx_on;                /* kinds whose unexpected tables are in use */
+    unsigned unx_on, unx_used;      /* kinds whose unexpected tables are in use; looked in */
     int src_bits, tag_bits;         /* key layout (env_key) */
     int32_t nunexpected;
     int64_t order;                  /* arrival key of unexpected messages without offload */
@@ -179,10 +180,7 @@ COLD int nomem(vs_tag *e)
 /* Every call starts with nothing emitted and no error. */
 HOT void begin(vs_tag *e)
 {
-    e->out.kinds = 0;
-    e->out.nsends = e->out.nmatches = e->out.nrevoked = e->out.ncancelled = 0;
-    e->out.ncompletions = e->out.nreads = e->out.nfins = e->out.nreleased = 0;
-    e->out.nprobe = 0;
+    memset(&e->out, 0, offsetof(vs_tag_out, probe));  /* kinds and the counts */
     e->out.probe = -1;
     e->err[0] = '\0';
     e->err_arg = -1;
@@ -308,7 +306,7 @@ static int bits_for(int64_t n)
 HOT uint64_t slot_of(const vs_table *t, uint64_t key)
 {
     uint64_t high = (key >> t->bits) * 0x9E3779B97F4A7C15ULL;
-    return (key + (high >> (64 - t->bits))) & t->mask;
+    return (key + (high >> t->spread)) & t->mask;
 }
 
 HOT vs_list *bucket_of(const vs_tag *e, const vs_table *t, int k, int32_t comm,
@@ -339,6 +337,7 @@ static int table_init(vs_table *t, const vs_tag *e, int k, int64_t live)
     uint64_t n = (uint64_t)1 << bits;
     t->mask = n - 1;
     t->bits = bits;
+    t->spread = 64 - bits;
     t->b = malloc((size_t)n * sizeof *t->b);
     if (t->b == NULL)
         return -1;
@@ -511,10 +510,11 @@ HOT int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t 
 }
 
 /* ------------------------------------------------------------------ unexpected messages */
-/* The kinds whose tables index every unexpected message are those a receive or probe has
- * looked in (bits of e->unx_on, kept by vs_tag_reset as the memory is); a kind is indexed on
- * first use by walking the arrival list, so traffic that uses one kind pays for one table.
- * With one communicator the arrival list is the (comm, ANY, ANY) bucket itself. */
+/* A kind's table indexes the unexpected messages (its bit in e->unx_on) once a receive or
+ * probe looks in it, by a walk of the arrival list, and from then on as messages come; it stops
+ * when the list is next empty unless it was looked in again meanwhile (e->unx_used). Traffic
+ * that uses one kind thus pays for one table. vs_tag_reset keeps these bits as it keeps the
+ * memory. With one communicator the arrival list is the (comm, ANY, ANY) bucket itself. */
 HOT void unx_index(vs_tag *e, int k, int32_t mid)
 {
     const vs_msg *m = &e->msg[mid];
@@ -527,9 +527,15 @@ HOT void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
 {
     e->mlink[mid].useq = key;
     e->msg[mid].unexpected = true;
-    for (unsigned on = e->unx_on, k = 0; on != 0; on >>= 1, k++)
-        if (on & 1)
-            unx_index(e, (int)k, mid);
+    unsigned on = e->unx_on;        /* each kind written out, to be compiled for it */
+    if (on & (1u << K_EXACT))
+        unx_index(e, K_EXACT, mid);
+    if (on & (1u << K_ANY_SRC))
+        unx_index(e, K_ANY_SRC, mid);
+    if (on & (1u << K_ANY_TAG))
+        unx_index(e, K_ANY_TAG, mid);
+    if (on & (1u << K_ANY_BOTH))
+        unx_index(e, K_ANY_BOTH, mid);
     unx_insert(e, ML_ARRIVAL, &e->arrival, mid);
     e->nunexpected++;
 }
@@ -538,15 +544,23 @@ HOT void unexpected_take(vs_tag *e, int32_t mid)
 {
     const vs_mlink *ml = &e->mlink[mid];
     e->msg[mid].unexpected = false;
-    for (unsigned on = e->unx_on, k = 0; on != 0; on >>= 1, k++)
-        if (on & 1)
-            l_unlink(MSG_SET(k), &e->unx[k].b[ml->bucket[k]], mid);
+    unsigned on = e->unx_on;
+    if (on & (1u << K_EXACT))
+        l_unlink(MSG_SET(K_EXACT), &e->unx[K_EXACT].b[ml->bucket[K_EXACT]], mid);
+    if (on & (1u << K_ANY_SRC))
+        l_unlink(MSG_SET(K_ANY_SRC), &e->unx[K_ANY_SRC].b[ml->bucket[K_ANY_SRC]], mid);
+    if (on & (1u << K_ANY_TAG))
+        l_unlink(MSG_SET(K_ANY_TAG), &e->unx[K_ANY_TAG].b[ml->bucket[K_ANY_TAG]], mid);
+    if (on & (1u << K_ANY_BOTH))
+        l_unlink(MSG_SET(K_ANY_BOTH), &e->unx[K_ANY_BOTH].b[ml->bucket[K_ANY_BOTH]], mid);
     l_unlink(MSG_SET(ML_ARRIVAL), &e->arrival, mid);
-    e->nunexpected--;
+    if (--e->nunexpected == 0) {
+        /* every table is empty: from now on index the kinds looked in since the last time */
+        e->unx_on = e->unx_used;
+        e->unx_used = 0;
+    }
 }
 
-/* The earliest (or, newest, the latest) arrived message a receive (comm, src, tag) selects,
- * or -1: the first in that order that it selects in the bucket its envelope names. */
 /* The arrival list walked to index kind k's table (the kind's first use). */
 static void unx_index_all(vs_tag *e, int k)
 {
@@ -555,6 +569,8 @@ static void unx_index_all(vs_tag *e, int k)
     e->unx_on |= 1u << k;
 }
 
+/* The earliest (or, newest, the latest) arrived message a receive (comm, src, tag) selects,
+ * or -1: the first in that order that it selects in the bucket its envelope names. */
 HOT int32_t unexpected_scan(vs_tag *e, int32_t comm, int32_t src, int32_t tag, bool newest)
 {
     if (e->nunexpected == 0)
@@ -568,6 +584,7 @@ HOT int32_t unexpected_scan(vs_tag *e, int32_t comm, int32_t src, int32_t tag, b
     } else {
         if (!(e->unx_on & (1u << k)))
             unx_index_all(e, k);
+        e->unx_used |= 1u << k;
         b = bucket_of(e, &e->unx[k], k, comm, src, tag);
     }
     for (int32_t at = newest ? b->tail : b->head; at >= 0;) {
@@ -717,6 +734,7 @@ void vs_tag_reset(vs_tag *e)
         for (int k = 0; k < NKINDS; k++)
             if (e->unx_on & (1u << k))
                 e->unx[k].b[e->mlink[m].bucket[k]] = (vs_list){-1, -1};
+    e->unx_used = 0;
     /* only the messages sent are cleared: a short job's reset touches little memory */
     for (int32_t s = 0; s < e->cfg.senders; s++) {
         size_t first = (size_t)s * (size_t)e->cfg.messages, k = (size_t)e->sent[s];

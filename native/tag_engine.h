@@ -66,24 +66,21 @@ enum {
 };
 typedef struct {
     int32_t kinds;                  /* VS_TAG_OUT_* bits: the fields that are not empty */
-    int32_t nsends;
-    vs_tag_packet sends[VS_TAG_OUT_MAX];
-    int32_t nmatches;
-    vs_tag_pair matches[VS_TAG_OUT_MAX];
+    /* the counts, together (a call starts by zeroing them at once) */
+    int32_t nsends, nmatches;
     int32_t nrevoked;               /* matches undone by a NIC match of a claimed receive */
-    vs_tag_pair revoked[VS_TAG_OUT_MAX];
-    int32_t ncancelled;
-    int32_t cancelled[VS_TAG_OUT_MAX];
-    int32_t ncompletions;
-    vs_tag_completion completions[VS_TAG_OUT_MAX];
-    int32_t nreads;
-    vs_tag_read reads[VS_TAG_OUT_MAX];
-    int32_t nfins;
-    int32_t fins[VS_TAG_OUT_MAX];
+    int32_t ncancelled, ncompletions, nreads, nfins;
     int32_t nreleased;              /* mids whose sender buffer is free again */
-    int32_t released[VS_TAG_OUT_MAX];
     int32_t nprobe;                 /* 1 after a probe */
     int32_t probe;                  /* the probe's answer: a mid, or -1 for none */
+    vs_tag_packet sends[VS_TAG_OUT_MAX];
+    vs_tag_pair matches[VS_TAG_OUT_MAX];
+    vs_tag_pair revoked[VS_TAG_OUT_MAX];
+    int32_t cancelled[VS_TAG_OUT_MAX];
+    vs_tag_completion completions[VS_TAG_OUT_MAX];
+    vs_tag_read reads[VS_TAG_OUT_MAX];
+    int32_t fins[VS_TAG_OUT_MAX];
+    int32_t released[VS_TAG_OUT_MAX];
 } vs_tag_out;
 
 typedef struct { int32_t rid, mid, cancelling; } vs_tag_claim;
