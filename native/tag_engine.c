@@ -119,6 +119,7 @@ struct vs_tag {
 
     vs_table posted[NKINDS], unx[NKINDS], nic;
     int32_t npost[NKINDS];          /* pending receives of each kind */
+    unsigned post_on;               /* the kinds with a pending receive */
     int32_t npending;
     vs_list arrival;                /* unexpected messages in arrival-key order */
     bool one_comm;                  /* one communicator: arrival is (comm, ANY, ANY)'s bucket */
@@ -432,6 +433,7 @@ HOT void posted_add(vs_tag *e, int32_t rid)
     r->pending = 1;
     l_append(RECV_Q, posted_bucket(e, r), rid);
     e->npost[r->kind]++;
+    e->post_on |= 1u << r->kind;
     e->npending++;
 }
 
@@ -441,7 +443,8 @@ HOT void posted_unlink(vs_tag *e, int32_t rid, vs_list *b)
     vs_recv *r = &e->recv[rid];
     r->pending = 0;
     l_unlink(RECV_Q, b, rid);
-    e->npost[r->kind]--;
+    if (--e->npost[r->kind] == 0)
+        e->post_on &= ~(1u << r->kind);
     e->npending--;
 }
 
@@ -489,19 +492,22 @@ HOT int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t 
     int32_t best = -1, h;
     vs_list *b;
     *bucket = NULL;
-    if (e->npost[K_EXACT] > 0)
+    unsigned on = e->post_on;
+    if (on == 1u << K_EXACT)        /* receives without wildcards only */
+        return posted_first(e, K_EXACT, comm, src, tag, bucket);
+    if (on & (1u << K_EXACT))
         best = posted_first(e, K_EXACT, comm, src, tag, bucket);
-    if (e->npost[K_ANY_SRC] > 0 && (h = posted_first(e, K_ANY_SRC, comm, src, tag, &b)) >= 0
+    if ((on & (1u << K_ANY_SRC)) && (h = posted_first(e, K_ANY_SRC, comm, src, tag, &b)) >= 0
         && earlier(h, best)) {
         best = h;
         *bucket = b;
     }
-    if (e->npost[K_ANY_TAG] > 0 && (h = posted_first(e, K_ANY_TAG, comm, src, tag, &b)) >= 0
+    if ((on & (1u << K_ANY_TAG)) && (h = posted_first(e, K_ANY_TAG, comm, src, tag, &b)) >= 0
         && earlier(h, best)) {
         best = h;
         *bucket = b;
     }
-    if (e->npost[K_ANY_BOTH] > 0 && (h = posted_first(e, K_ANY_BOTH, comm, src, tag, &b)) >= 0
+    if ((on & (1u << K_ANY_BOTH)) && (h = posted_first(e, K_ANY_BOTH, comm, src, tag, &b)) >= 0
         && earlier(h, best)) {
         best = h;
         *bucket = b;
@@ -746,6 +752,7 @@ void vs_tag_reset(vs_tag *e)
     /* receives are set whole when posted: forgetting how many there were is enough */
     e->nrecvs = 0;
     memset(e->npost, 0, sizeof e->npost);
+    e->post_on = 0;
     e->npending = e->nunexpected = 0;
     e->arrival = e->claims = e->hw = (vs_list){-1, -1};
     e->order = 0;
