@@ -13,16 +13,17 @@
  *     kinds the lower rid is the earlier receive. An arriving message looks, in each kind that
  *     has a pending receive, at the first entry of its bucket that it matches (entries of
  *     other envelopes that share the bucket are skipped) and takes the lowest rid;
- *   - unexpected messages: each in four tables, one per receive kind that can select it, in
- *     arrival-key order, plus one list of all of them in that order (the view); a receive
- *     takes the first message it selects in the one bucket its envelope names;
+ *   - unexpected messages: one list of all of them in arrival-key order and, for each receive
+ *     kind in use, that kind's table, each bucket in the same order (with one communicator the
+ *     list itself is the (comm, ANY, ANY) bucket); a receive or probe takes the first message
+ *     it selects in the one bucket its envelope names;
  *   - the NIC: one table of exact envelopes holding the receives it lists, FIFO per bucket,
  *     and the list of those receives in its order; the op and completion channels are ring
  *     buffers.
- * A table indexes a bucket directly by the envelope's position in the configuration's space
- * of envelopes of that kind when that space fits, and by a multiplicative hash of it
- * otherwise. Nothing on the matching path allocates; receives outgrow their arrays only when
- * more are posted than ever before, before any state changes. */
+ * A table has a bucket for every key of its kind where the configuration's ranges allow it,
+ * and is then a direct index; otherwise buckets are found by the key's low bits offset by a
+ * multiplicative hash of the rest. Nothing on the matching path allocates; receives outgrow
+ * their array only when more are posted than ever before, before any state changes. */
 #include "tag_engine.h"
 
 #include <inttypes.h>

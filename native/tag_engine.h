@@ -8,9 +8,11 @@
  * call; vs_tag_get_view fills the abstract state the conformance harness compares.
  *
  * Matching keeps MPI order in O(1) expected time per operation under any mix of wildcards:
- * every structure is split into FIFO queues whose entries all match the same envelopes, kept
- * in one hash table, and entries carry a global sequence number, so only queue heads are ever
- * candidates. Memory grows by doubling; once it has grown, no call allocates.
+ * posted receives and unexpected messages hang from fixed bucket tables, one per structure and
+ * wildcard kind, sized when the engine is created; an arriving message looks at the first
+ * entry it matches in at most four buckets, a receive or probe in one. Only the array of
+ * receive records grows (by doubling, when a job posts more receives than ever before); once
+ * it has grown, no call allocates, and vs_tag_reset keeps it.
  *
  * One engine holds no global state: engines on different threads are independent. */
 #ifndef VS_TAG_ENGINE_H
