@@ -66,7 +66,8 @@ typedef struct {
     vs_list *b;
     uint64_t mask;                  /* buckets - 1 (a power of two) */
     int bits;                       /* log2(buckets) */
-    int spread;                     /* 64 - bits */
+    uint64_t mult;                  /* slot_of: the high part's multiplier, */
+    int spread;                     /* and the shift of the product */
 } vs_table;
 
 /* A message: one small record holds all that a match reads and writes. */
@@ -302,13 +303,15 @@ static int bits_for(int64_t n)
     return b;
 }
 
-/* A key's bucket: its low bits, offset by a multiplicative hash of the rest. A table with a
- * bucket for every key of its kind is thus a direct index, and in a larger key space
- * neighbouring envelopes (consecutive tags) still land in neighbouring buckets. */
+/* A key's bucket: its low bits, offset by its high bits (those above the table's). When the
+ * high bits are fewer than the table's, the offset is the high part scaled to the table's size,
+ * so keys that differ only there (one tag, several sources) are spread evenly; otherwise it is
+ * a multiplicative hash of them. A table with a bucket for every key of its kind is thus a
+ * direct index, and in a larger key space neighbouring envelopes (consecutive tags) still land
+ * in neighbouring buckets. */
 HOT uint64_t slot_of(const vs_table *t, uint64_t key)
 {
-    uint64_t high = (key >> t->bits) * 0x9E3779B97F4A7C15ULL;
-    return (key + (high >> t->spread)) & t->mask;
+    return (key + (((key >> t->bits) * t->mult) >> t->spread)) & t->mask;
 }
 
 HOT vs_list *bucket_of(const vs_tag *e, const vs_table *t, int k, int32_t comm,
@@ -339,7 +342,13 @@ static int table_init(vs_table *t, const vs_tag *e, int k, int64_t live)
     uint64_t n = (uint64_t)1 << bits;
     t->mask = n - 1;
     t->bits = bits;
-    t->spread = 64 - bits;
+    if (key_bits <= 2 * bits) {
+        t->mult = (uint64_t)1 << (2 * bits - key_bits);
+        t->spread = 0;
+    } else {
+        t->mult = 0x9E3779B97F4A7C15ULL;
+        t->spread = 64 - bits;
+    }
     t->b = malloc((size_t)n * sizeof *t->b);
     if (t->b == NULL)
         return -1;
