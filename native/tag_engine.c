@@ -70,12 +70,14 @@ typedef struct {
     int spread;                     /* and the shift of the product */
 } vs_table;
 
-/* A message: one small record holds all that a match reads and writes. */
+/* A message: one small record holds all that a match reads and writes (32 bytes, so that
+ * no record straddles two cache lines). */
 typedef struct {
     int32_t comm, src, tag, nbytes;
     int32_t matched_to;             /* the rid it matched, or -1 */
     uint8_t kind, stage;
     bool sent, arrived, fin_out, unexpected, released;
+    uint8_t unused[5];
 } vs_msg;
 
 /* A message's unexpected lists (its four buckets, then the arrival list), its key there and
@@ -220,6 +222,26 @@ static int32_t doubled(int32_t cap, int32_t need)
     return c > INT32_MAX / 2 ? -1 : (int32_t)c;
 }
 
+/* n records of `size` bytes in memory aligned to a cache line, so that no record of 32 or
+ * 64 bytes straddles two lines (NULL: out of memory). */
+static void *lines(size_t n, size_t size)
+{
+    size_t bytes = (n * size + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes > 0 ? bytes : 64);
+}
+
+/* An array of `old` records moved to lines of room for `n` (NULL: out of memory, the array
+ * unchanged). */
+static void *lines_grow(void *p, size_t old, size_t n, size_t size)
+{
+    void *q = lines(n, size);
+    if (q != NULL && p != NULL) {
+        memcpy(q, p, old * size);
+        free(p);
+    }
+    return q;
+}
+
 static int ensure_recvs(vs_tag *e, int32_t need)
 {
     if (need <= e->rcap)
@@ -227,12 +249,12 @@ static int ensure_recvs(vs_tag *e, int32_t need)
     int32_t c = doubled(e->rcap, need);
     if (c < 0)
         return -1;
-    vs_recv *r = realloc(e->recv, (size_t)c * sizeof *r);
+    vs_recv *r = lines_grow(e->recv, (size_t)e->rcap, (size_t)c, sizeof *r);
     if (r == NULL)
         return -1;
     e->recv = r;
     if (e->offload) {
-        vs_recv_nic *n = realloc(e->rnic, (size_t)c * sizeof *n);
+        vs_recv_nic *n = lines_grow(e->rnic, (size_t)e->rcap, (size_t)c, sizeof *n);
         if (n == NULL)
             return -1;
         e->rnic = n;
@@ -349,7 +371,7 @@ static int table_init(vs_table *t, const vs_tag *e, int k, int64_t live)
         t->mult = 0x9E3779B97F4A7C15ULL;
         t->spread = 64 - bits;
     }
-    t->b = malloc((size_t)n * sizeof *t->b);
+    t->b = lines((size_t)n, sizeof *t->b);
     if (t->b == NULL)
         return -1;
     memset(t->b, 0xff, (size_t)n * sizeof *t->b);   /* head = tail = -1 */
@@ -362,7 +384,7 @@ static int table_copy(vs_table *dst, const vs_table *src)
     if (src->b == NULL)
         return 0;
     size_t n = (size_t)(src->mask + 1);
-    dst->b = malloc(n * sizeof *src->b);
+    dst->b = lines(n, sizeof *src->b);
     if (dst->b == NULL)
         return -1;
     memcpy(dst->b, src->b, n * sizeof *src->b);
@@ -645,12 +667,14 @@ int vs_tag_create(const vs_tag_config *cfg, vs_tag **out)
     size_t nm = n > 0 ? (size_t)n : 1;
     size_t ns = cfg->senders > 0 ? (size_t)cfg->senders : 1;
     e->sent = calloc(ns, sizeof *e->sent);
-    e->msg = calloc(nm, sizeof *e->msg);
-    e->mlink = calloc(nm, sizeof *e->mlink);
+    e->msg = lines(nm, sizeof *e->msg);
+    e->mlink = lines(nm, sizeof *e->mlink);
     if (!e->sent || !e->msg || !e->mlink) {
         vs_tag_destroy(e);
         return VS_TAG_NOMEM;
     }
+    memset(e->msg, 0, nm * sizeof *e->msg);
+    memset(e->mlink, 0, nm * sizeof *e->mlink);
     /* the tables are sized for as many live entries as the job has messages (the NIC's for
      * its capacity) */
     int64_t live = n > 16 ? n : 16;
@@ -677,7 +701,7 @@ static void *dup_array(const void *p, size_t n, size_t size, bool *ok)
 {
     if (p == NULL || n == 0)
         return NULL;
-    void *q = malloc(n * size);
+    void *q = lines(n, size);
     if (q == NULL)
         *ok = false;
     else
