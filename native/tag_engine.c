@@ -525,6 +525,8 @@ HOT int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t 
     vs_list *b;
     *bucket = NULL;
     unsigned on = e->post_on;
+    if (on == 0)
+        return -1;
     if (on == 1u << K_EXACT)        /* receives without wildcards only */
         return posted_first(e, K_EXACT, comm, src, tag, bucket);
     if (on & (1u << K_EXACT))
@@ -609,11 +611,11 @@ static void unx_index_all(vs_tag *e, int k)
 
 /* The earliest (or, newest, the latest) arrived message a receive (comm, src, tag) selects,
  * or -1: the first in that order that it selects in the bucket its envelope names. */
-HOT int32_t unexpected_scan(vs_tag *e, int32_t comm, int32_t src, int32_t tag, bool newest)
+HOT int32_t unexpected_scan(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag,
+                            bool newest)
 {
     if (e->nunexpected == 0)
         return -1;
-    int k = kind_of(src, tag);
     int set = k;
     const vs_list *b;
     if (k == K_ANY_BOTH && e->one_comm) {
@@ -635,13 +637,13 @@ HOT int32_t unexpected_scan(vs_tag *e, int32_t comm, int32_t src, int32_t tag, b
     return -1;
 }
 
-HOT int32_t unexpected_find(vs_tag *e, int32_t comm, int32_t src, int32_t tag)
+HOT int32_t unexpected_find(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
 {
 #if VS_MUTANT == 2
     /* mutant: the newest unexpected message first */
-    return unexpected_scan(e, comm, src, tag, true);
+    return unexpected_scan(e, k, comm, src, tag, true);
 #else
-    return unexpected_scan(e, comm, src, tag, false);
+    return unexpected_scan(e, k, comm, src, tag, false);
 #endif
 }
 
@@ -1250,11 +1252,11 @@ HOT int post_recv_body(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_
 {
     int32_t rid = e->nrecvs++;
     vs_recv *r = &e->recv[rid];
-    *r = (vs_recv){comm, src, tag, nbytes, {-1, -1}, VS_TAG_PENDING, (uint8_t)kind_of(src, tag),
-                   0, VS_TAG_SW, 0};
+    int k = kind_of(src, tag);
+    *r = (vs_recv){comm, src, tag, nbytes, {-1, -1}, VS_TAG_PENDING, (uint8_t)k, 0, VS_TAG_SW, 0};
     if (e->offload)
         e->rnic[rid] = (vs_recv_nic){{-1, -1}, {-1, -1}, {-1, -1}, 0, false, false, false, -1, 0};
-    int32_t mid = e->nunexpected > 0 ? unexpected_find(e, comm, src, tag) : -1;
+    int32_t mid = e->nunexpected > 0 ? unexpected_find(e, k, comm, src, tag) : -1;
     if (mid >= 0) {
         unexpected_take(e, mid);
         matched(e, rid, mid, -1, -1);
@@ -1347,9 +1349,11 @@ int vs_tag_probe(vs_tag *e, int64_t comm, int64_t src, int64_t tag)
     e->out.nprobe = 1;
 #if VS_MUTANT == 8
     /* mutant: a probe answers with the newest message it selects */
-    e->out.probe = unexpected_scan(e, (int32_t)comm, (int32_t)src, (int32_t)tag, true);
+    e->out.probe = unexpected_scan(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
+                                   (int32_t)tag, true);
 #else
-    e->out.probe = unexpected_find(e, (int32_t)comm, (int32_t)src, (int32_t)tag);
+    e->out.probe = unexpected_find(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
+                                   (int32_t)tag);
 #endif
     return VS_TAG_OK;
 }
