@@ -4,23 +4,31 @@
  * Data layout. Messages (by mid, a fixed number) and receives (by rid, growing by doubling)
  * are records in arrays. Every ordered structure is an intrusive doubly linked list threaded
  * through those records by id, so an entry is unlinked in O(1) the moment it is matched or
- * cancelled and no queue ever holds a dead entry:
- *   - posted receives: one FIFO queue per envelope as posted, wildcards included ((comm, src,
- *     tag), (comm, ANY, tag), (comm, src, ANY), (comm, ANY, ANY)); an arriving message looks
- *     at the heads of the four queues its envelope selects and takes the lowest sequence
- *     number; plus one list of all pending receives in posted order (the view);
- *   - unexpected messages: each in the four queues of the receive kinds that can select it,
- *     ordered by arrival key, so a new receive takes the head of the one queue its envelope
- *     names; plus one list of all of them in arrival order (the view);
- *   - the NIC: one FIFO bucket per exact envelope and the list of receives it holds in its
- *     order; the op and completion channels are ring buffers.
- * The queues live in one open-addressing hash table keyed by (space, comm, src, tag). Queues
- * are created when a message is sent or a receive posted, before any state changes, so the
- * matching itself never allocates and a failed allocation leaves the engine as it was. */
+ * cancelled and no list ever holds a dead entry. The lists that matching searches hang from
+ * bucket tables: fixed arrays of list heads, one table per structure and wildcard kind, sized
+ * when the engine is created and never grown.
+ *   - posted receives: one table per kind (exact (comm, src, tag), (comm, ANY, tag),
+ *     (comm, src, ANY), (comm, ANY, ANY)); a receive is appended to the bucket of its envelope
+ *     in its kind. Receive ids are given in posting order, so within a bucket and across
+ *     kinds the lower rid is the earlier receive. An arriving message looks, in each kind that
+ *     has a pending receive, at the first entry of its bucket that it matches (entries of
+ *     other envelopes that share the bucket are skipped) and takes the lowest rid;
+ *   - unexpected messages: one list of all of them in arrival-key order and, for each receive
+ *     kind in use, that kind's table, each bucket in the same order (with one communicator the
+ *     list itself is the (comm, ANY, ANY) bucket); a receive or probe takes the first message
+ *     it selects in the one bucket its envelope names;
+ *   - the NIC: one table of exact envelopes holding the receives it lists, FIFO per bucket,
+ *     and the list of those receives in its order; the op and completion channels are ring
+ *     buffers.
+ * A table has a bucket for every key of its kind where the configuration's ranges allow it,
+ * and is then a direct index; otherwise buckets are found by the key's low bits offset by a
+ * multiplicative hash of the rest. Nothing on the matching path allocates; receives outgrow
+ * their array only when more are posted than ever before, before any state changes. */
 #include "tag_engine.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,35 +38,73 @@
 #define VS_MUTANT 0
 #endif
 
-enum { SPACE_POSTED = 0, SPACE_UNEXPECTED = 1, SPACE_NIC = 2 };
+/* The most buckets a table has: the bound on the tables' memory. Tests build the engine with
+ * a tiny bound to make every bucket shared by many envelopes. */
+#ifndef VS_TAG_MAX_BUCKETS
+#define VS_TAG_MAX_BUCKETS (1 << 20)
+#endif
 
-/* The lists a receive is linked into, and those of a message (four selection queues, then
- * the arrival-order list). */
-enum { RL_QUEUE, RL_PENDING, RL_BUCKET, RL_LISTED, RL_CLAIM, RL_SETS };
-enum { ML_ARRIVAL = 4, ML_SETS = 5 };
+/* The matching path's helpers are inlined into every call that uses them; refusals are kept
+ * out of the way. */
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#define COLD static __attribute__((cold, noinline))
+#else
+#define HOT static inline
+#define COLD static
+#endif
+
+/* Wildcard kinds: bit 0, any source; bit 1, any tag. */
+enum { K_EXACT = 0, K_ANY_SRC = 1, K_ANY_TAG = 2, K_ANY_BOTH = 3, NKINDS = 4 };
+/* A message's lists: one per kind, then the arrival-order list. */
+enum { ML_ARRIVAL = NKINDS, ML_SETS = NKINDS + 1 };
 
 typedef struct { int32_t prev, next; } vs_link;
-typedef struct { int32_t head, tail; } vs_queue;
-typedef struct { int32_t space, comm, src, tag, queue; } vs_slot;   /* queue -1: empty slot */
+typedef struct { int32_t head, tail; } vs_list;
 
 typedef struct {
-    int32_t comm, src, tag, nbytes, kind;
-    int32_t matched_to;             /* the rid it matched, or -1 */
-    bool sent, arrived, fin_out, unexpected;
-    int64_t useq;                   /* arrival key while unexpected */
-    int32_t uq[4];                  /* its four unexpected queues (made when it is sent) */
-} vs_msg;
+    vs_list *b;
+    uint64_t mask;                  /* buckets - 1 (a power of two) */
+    int bits;                       /* log2(buckets) */
+    uint64_t mult;                  /* slot_of: the high part's multiplier, */
+    int spread;                     /* and the shift of the product */
+} vs_table;
 
+/* A message: one small record holds all that a match reads and writes (32 bytes, so that
+ * no record straddles two cache lines). */
 typedef struct {
     int32_t comm, src, tag, nbytes;
-    int32_t where;                  /* offload, while pending: SW, HW or HW_CANCEL */
-    bool pending, listed, claimed, claim_cancelling;
-    int64_t seq;                    /* posted sequence number */
-    int32_t rq;                     /* its posted queue */
-    int32_t rb;                     /* its NIC bucket (exact envelopes under offload), or -1 */
+    int32_t matched_to;             /* the rid it matched, or -1 */
+    uint8_t kind, stage;
+    bool sent, arrived, fin_out, unexpected, released;
+    uint8_t unused[5];
+} vs_msg;
+
+/* A message's unexpected lists (its four buckets, then the arrival list), its key there and
+ * its buckets' indices: one cache line. */
+typedef struct {
+    vs_link link[ML_SETS];
+    int64_t useq;                   /* arrival key while unexpected */
+    uint32_t bucket[NKINDS];
+} vs_mlink;
+
+/* A receive: likewise one small record. Its status is the matched mid, PENDING or CANCELLED. */
+typedef struct {
+    int32_t comm, src, tag, nbytes;
+    vs_link q;                      /* its posted bucket, while pending */
+    int32_t status;
+    uint8_t kind, pending, where;   /* where: offload, while pending: SW, HW or HW_CANCEL */
+    uint8_t completion;
+} vs_recv;
+
+/* A receive's offload state (kept only with offload). */
+typedef struct {
+    vs_link bucket, listed, claim;  /* NIC bucket, the NIC's list, the claims */
+    uint32_t nic_bucket;
+    bool listed_now, claimed, claim_cancelling;
     int32_t claim_mid;              /* a claim: the message software promised the receive */
     int64_t claim_seq;
-} vs_recv;
+} vs_recv_nic;
 
 typedef struct { int32_t kind, rid, mid; int64_t seq; bool ok; } vs_cqe_rec;
 
@@ -69,32 +115,32 @@ struct vs_tag {
 
     int32_t *sent;                  /* by sender: messages sent */
     vs_msg *msg;                    /* by mid */
-    int32_t *stage;                 /* by mid */
-    bool *released;                 /* by mid */
-    vs_link *mlink;                 /* by mid * ML_SETS + list */
+    vs_mlink *mlink;                /* by mid */
 
     int32_t nrecvs, rcap;
     vs_recv *recv;                  /* by rid */
-    int32_t *status, *completion;   /* by rid */
-    vs_link *rlink;                 /* by rid * RL_SETS + list */
+    vs_recv_nic *rnic;              /* by rid, with offload */
 
-    int32_t pend_head, pend_tail, npending;
-    int64_t post_seq;
-    int32_t unx_head, unx_tail, nunexpected;
+    vs_table posted[NKINDS], unx[NKINDS], nic;
+    int32_t npost[NKINDS];          /* pending receives of each kind */
+    unsigned post_on;               /* the kinds with a pending receive */
+    int32_t npending;
+    vs_list arrival;                /* unexpected messages in arrival-key order */
+    bool one_comm;                  /* one communicator: arrival is (comm, ANY, ANY)'s bucket */
+    unsigned unx_on, unx_used;      /* kinds whose unexpected tables are in use; looked in */
+    int src_bits, tag_bits;         /* key layout (env_key) */
+    int32_t nunexpected;
     int64_t order;                  /* arrival key of unexpected messages without offload */
-
-    vs_slot *slots;                 /* hash table: (space, comm, src, tag) -> queue */
-    int32_t slot_cap;
-    vs_queue *queues;
-    int32_t nqueues, qcap;
 
     /* software's side of the offload */
     int32_t in_sw;                  /* pending receives kept in software */
-    int32_t nclaims, claim_head, claim_tail;
+    int32_t nclaims;
+    vs_list claims;
     int64_t sw_count, sent_count;
 
     /* the NIC */
-    int32_t hw_head, hw_tail, nhw;
+    vs_list hw;
+    int32_t nhw;
     int64_t reported, synced, arrivals;
     vs_tag_op *ops;                 /* ring: software -> NIC */
     int32_t ops_head, nops, ops_cap;
@@ -104,8 +150,9 @@ struct vs_tag {
     vs_tag_out out;
 
     /* the view's arrays, refilled by vs_tag_get_view */
-    int32_t *x_posted, *x_where, *x_unexpected, *x_hw;
-    int32_t x_posted_cap, x_where_cap, x_unexpected_cap, x_hw_cap;
+    int32_t *x_posted, *x_where, *x_unexpected, *x_hw, *x_status, *x_completion, *x_stage;
+    int32_t x_posted_cap, x_where_cap, x_unexpected_cap, x_hw_cap, x_recv_cap;
+    bool *x_released;
     vs_tag_claim *x_claims;
     int32_t x_claims_cap;
     vs_tag_op *x_ops;
@@ -118,7 +165,7 @@ struct vs_tag {
 };
 
 /* ------------------------------------------------------------------ errors and output */
-static int refuse(vs_tag *e, int arg, const char *fmt, ...)
+COLD int refuse(vs_tag *e, int arg, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -128,7 +175,7 @@ static int refuse(vs_tag *e, int arg, const char *fmt, ...)
     return VS_TAG_REFUSED;
 }
 
-static int nomem(vs_tag *e)
+COLD int nomem(vs_tag *e)
 {
     snprintf(e->err, sizeof e->err, "out of memory");
     e->err_arg = -1;
@@ -136,12 +183,9 @@ static int nomem(vs_tag *e)
 }
 
 /* Every call starts with nothing emitted and no error. */
-static void begin(vs_tag *e)
+HOT void begin(vs_tag *e)
 {
-    e->out.kinds = 0;
-    e->out.nsends = e->out.nmatches = e->out.nrevoked = e->out.ncancelled = 0;
-    e->out.ncompletions = e->out.nreads = e->out.nfins = e->out.nreleased = 0;
-    e->out.nprobe = 0;
+    memset(&e->out, 0, offsetof(vs_tag_out, probe));  /* kinds and the counts */
     e->out.probe = -1;
     e->err[0] = '\0';
     e->err_arg = -1;
@@ -156,6 +200,18 @@ static void packet_text(char *buf, size_t n, int64_t mid, int64_t comm, int64_t 
              ", nbytes=%" PRId64 ", kind='%s')", mid, comm, src, tag, nbytes, k);
 }
 
+/* A delivered packet that is not the one its sender sent. */
+COLD int refuse_packet(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
+                       int64_t nbytes, int64_t kind)
+{
+    const vs_msg *m = &e->msg[mid];
+    char got[160], sent[160];
+    packet_text(got, sizeof got, mid, comm, src, tag, nbytes, kind);
+    packet_text(sent, sizeof sent, mid, m->comm, m->src, m->tag, m->nbytes, m->kind);
+    return refuse(e, VS_TAG_ARG_PACKET, "packet %s differs from what sender %" PRId32
+                  " sent: %s", got, m->src, sent);
+}
+
 /* ------------------------------------------------------------------ memory */
 /* The capacity after doubling from cap until it holds need (-1: too large). */
 static int32_t doubled(int32_t cap, int32_t need)
@@ -166,6 +222,26 @@ static int32_t doubled(int32_t cap, int32_t need)
     return c > INT32_MAX / 2 ? -1 : (int32_t)c;
 }
 
+/* n records of `size` bytes in memory aligned to a cache line, so that no record of 32 or
+ * 64 bytes straddles two lines (NULL: out of memory). */
+static void *lines(size_t n, size_t size)
+{
+    size_t bytes = (n * size + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes > 0 ? bytes : 64);
+}
+
+/* An array of `old` records moved to lines of room for `n` (NULL: out of memory, the array
+ * unchanged). */
+static void *lines_grow(void *p, size_t old, size_t n, size_t size)
+{
+    void *q = lines(n, size);
+    if (q != NULL && p != NULL) {
+        memcpy(q, p, old * size);
+        free(p);
+    }
+    return q;
+}
+
 static int ensure_recvs(vs_tag *e, int32_t need)
 {
     if (need <= e->rcap)
@@ -173,25 +249,20 @@ static int ensure_recvs(vs_tag *e, int32_t need)
     int32_t c = doubled(e->rcap, need);
     if (c < 0)
         return -1;
-    vs_recv *r = realloc(e->recv, (size_t)c * sizeof *r);
+    vs_recv *r = lines_grow(e->recv, (size_t)e->rcap, (size_t)c, sizeof *r);
     if (r == NULL)
         return -1;
     e->recv = r;
-    int32_t *s = realloc(e->status, (size_t)c * sizeof *s);
-    if (s == NULL)
-        return -1;
-    e->status = s;
-    int32_t *d = realloc(e->completion, (size_t)c * sizeof *d);
-    if (d == NULL)
-        return -1;
-    e->completion = d;
-    vs_link *l = realloc(e->rlink, (size_t)c * RL_SETS * sizeof *l);
-    if (l == NULL)
-        return -1;
-    e->rlink = l;
+    if (e->offload) {
+        vs_recv_nic *n = lines_grow(e->rnic, (size_t)e->rcap, (size_t)c, sizeof *n);
+        if (n == NULL)
+            return -1;
+        e->rnic = n;
+    }
     e->rcap = c;
     return 0;
 }
+
 
 /* A ring buffer's storage, made linear from its head when it grows. */
 static void *ring_grow(void *buf, int32_t *head, int32_t count, int32_t *cap, size_t size)
@@ -232,226 +303,347 @@ static int reserve_cqe(vs_tag *e)
     return 0;
 }
 
-/* ------------------------------------------------------------------ the queue table */
-static uint64_t mix(uint64_t x)
+/* ------------------------------------------------------------------ bucket tables */
+/* The key an envelope of kind k is found by: its fields (wildcards left out) packed in as
+ * many bits as the configuration's ranges need, tag lowest. */
+HOT uint64_t env_key(const vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
 {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ULL;
-    x ^= x >> 33;
-    return x;
+    uint64_t key = (uint32_t)comm;
+    if (!(k & K_ANY_SRC))
+        key = key << e->src_bits | (uint32_t)src;
+    if (!(k & K_ANY_TAG))
+        key = key << e->tag_bits | (uint32_t)tag;
+    return key;
 }
 
-static uint64_t key_hash(int32_t space, int32_t comm, int32_t src, int32_t tag)
+/* The bits that hold 0..n-1. */
+static int bits_for(int64_t n)
 {
-    uint64_t a = ((uint64_t)(uint32_t)comm << 32) | (uint32_t)src;
-    uint64_t b = ((uint64_t)(uint32_t)tag << 2) | (uint64_t)(uint32_t)space;
-    return mix(a ^ mix(b));
+    int b = 0;
+    while (b < 62 && ((int64_t)1 << b) < n)
+        b++;
+    return b;
 }
 
-/* The queue of a key, or -1 where none was made. */
-static int32_t queue_find(const vs_tag *e, int32_t space, int32_t comm, int32_t src,
-                          int32_t tag)
+/* A key's bucket: its low bits, offset by its high bits (those above the table's). When the
+ * high bits are fewer than the table's, the offset is the high part scaled to the table's size,
+ * so keys that differ only there (one tag, several sources) are spread evenly; otherwise it is
+ * a multiplicative hash of them. A table with a bucket for every key of its kind is thus a
+ * direct index, and in a larger key space neighbouring envelopes (consecutive tags) still land
+ * in neighbouring buckets. */
+HOT uint64_t slot_of(const vs_table *t, uint64_t key)
 {
-    uint64_t mask = (uint64_t)e->slot_cap - 1;
-    for (uint64_t i = key_hash(space, comm, src, tag) & mask;; i = (i + 1) & mask) {
-        const vs_slot *s = &e->slots[i];
-        if (s->queue < 0)
-            return -1;
-        if (s->space == space && s->comm == comm && s->src == src && s->tag == tag)
-            return s->queue;
+    return (key + (((key >> t->bits) * t->mult) >> t->spread)) & t->mask;
+}
+
+HOT vs_list *bucket_of(const vs_tag *e, const vs_table *t, int k, int32_t comm,
+                                 int32_t src, int32_t tag)
+{
+    return &t->b[slot_of(t, env_key(e, k, comm, src, tag))];
+}
+
+static inline int kind_of(int64_t src, int64_t tag)
+{
+    return (src == VS_TAG_ANY ? K_ANY_SRC : 0) | (tag == VS_TAG_ANY ? K_ANY_TAG : 0);
+}
+
+/* A table of kind k for up to `live` entries at a time: a bucket for every key of the kind
+ * where there are at most that many, else as many as `live` (a power of two, 2 to
+ * VS_TAG_MAX_BUCKETS). Every bucket starts empty. */
+static int table_init(vs_table *t, const vs_tag *e, int k, int64_t live)
+{
+    int key_bits = bits_for(e->cfg.comms) + ((k & K_ANY_SRC) ? 0 : e->src_bits)
+                   + ((k & K_ANY_TAG) ? 0 : e->tag_bits);
+    int bits = bits_for(live);
+    if (key_bits < bits)
+        bits = key_bits;
+    if (bits < 1)
+        bits = 1;
+    while (bits > 1 && ((uint64_t)1 << bits) > (uint64_t)VS_TAG_MAX_BUCKETS)
+        bits--;
+    uint64_t n = (uint64_t)1 << bits;
+    t->mask = n - 1;
+    t->bits = bits;
+    if (key_bits <= 2 * bits) {
+        t->mult = (uint64_t)1 << (2 * bits - key_bits);
+        t->spread = 0;
+    } else {
+        t->mult = 0x9E3779B97F4A7C15ULL;
+        t->spread = 64 - bits;
     }
+    t->b = lines((size_t)n, sizeof *t->b);
+    if (t->b == NULL)
+        return -1;
+    memset(t->b, 0xff, (size_t)n * sizeof *t->b);   /* head = tail = -1 */
+    return 0;
 }
 
-static void slot_put(vs_slot *slots, int32_t cap, vs_slot v)
+static int table_copy(vs_table *dst, const vs_table *src)
 {
-    uint64_t mask = (uint64_t)cap - 1;
-    uint64_t i = key_hash(v.space, v.comm, v.src, v.tag) & mask;
-    while (slots[i].queue >= 0)
-        i = (i + 1) & mask;
-    slots[i] = v;
-}
-
-/* The queue of a key, made empty if there was none (-1: out of memory). The table stays at
- * most half full. */
-static int32_t queue_get(vs_tag *e, int32_t space, int32_t comm, int32_t src, int32_t tag)
-{
-    int32_t q = queue_find(e, space, comm, src, tag);
-    if (q >= 0)
-        return q;
-    if (e->nqueues == e->qcap) {
-        int32_t c = doubled(e->qcap, e->nqueues + 1);
-        if (c < 0)
-            return -1;
-        vs_queue *nq = realloc(e->queues, (size_t)c * sizeof *nq);
-        if (nq == NULL)
-            return -1;
-        e->queues = nq;
-        e->qcap = c;
-    }
-    if (2 * (int64_t)(e->nqueues + 1) > e->slot_cap) {
-        if (e->slot_cap > INT32_MAX / 2)
-            return -1;
-        int32_t c = e->slot_cap * 2;
-        vs_slot *ns = malloc((size_t)c * sizeof *ns);
-        if (ns == NULL)
-            return -1;
-        for (int32_t i = 0; i < c; i++)
-            ns[i].queue = -1;
-        for (int32_t i = 0; i < e->slot_cap; i++)
-            if (e->slots[i].queue >= 0)
-                slot_put(ns, c, e->slots[i]);
-        free(e->slots);
-        e->slots = ns;
-        e->slot_cap = c;
-    }
-    q = e->nqueues++;
-    e->queues[q].head = e->queues[q].tail = -1;
-    slot_put(e->slots, e->slot_cap, (vs_slot){space, comm, src, tag, q});
-    return q;
+    *dst = *src;
+    if (src->b == NULL)
+        return 0;
+    size_t n = (size_t)(src->mask + 1);
+    dst->b = lines(n, sizeof *src->b);
+    if (dst->b == NULL)
+        return -1;
+    memcpy(dst->b, src->b, n * sizeof *src->b);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ intrusive lists */
-static vs_link *lk(vs_link *links, int stride, int32_t id, int set)
+/* A list is threaded through the records of an array (records of `size` bytes, the link at
+ * byte `off` of each); inlined, the stride and offset are constants. */
+HOT vs_link *lk(void *base, size_t size, size_t off, int32_t id)
 {
-    return &links[(size_t)id * (size_t)stride + (size_t)set];
+    return (vs_link *)((char *)base + (size_t)id * size + off);
 }
 
-static void l_append(vs_link *L, int stride, int set, int32_t *head, int32_t *tail, int32_t id)
+HOT void l_append(void *base, size_t size, size_t off, vs_list *l, int32_t id)
 {
-    vs_link *l = lk(L, stride, id, set);
-    l->prev = *tail;
-    l->next = -1;
-    if (*tail >= 0)
-        lk(L, stride, *tail, set)->next = id;
+    vs_link *x = lk(base, size, off, id);
+    x->prev = l->tail;
+    x->next = -1;
+    if (l->tail >= 0)
+        lk(base, size, off, l->tail)->next = id;
     else
-        *head = id;
-    *tail = id;
+        l->head = id;
+    l->tail = id;
 }
 
-static void l_unlink(vs_link *L, int stride, int set, int32_t *head, int32_t *tail, int32_t id)
+HOT void l_unlink(void *base, size_t size, size_t off, vs_list *l, int32_t id)
 {
-    vs_link *l = lk(L, stride, id, set);
-    if (l->prev >= 0)
-        lk(L, stride, l->prev, set)->next = l->next;
+    vs_link *x = lk(base, size, off, id);
+    if (x->prev >= 0)
+        lk(base, size, off, x->prev)->next = x->next;
     else
-        *head = l->next;
-    if (l->next >= 0)
-        lk(L, stride, l->next, set)->prev = l->prev;
+        l->head = x->next;
+    if (x->next >= 0)
+        lk(base, size, off, x->next)->prev = x->prev;
     else
-        *tail = l->prev;
-    l->prev = l->next = -1;
+        l->tail = x->prev;
 }
+
+#define RECV_Q e->recv, sizeof(vs_recv), offsetof(vs_recv, q)
+#define NIC_SET(f) e->rnic, sizeof(vs_recv_nic), offsetof(vs_recv_nic, f)
+#define MSG_SET(s) \
+    e->mlink, sizeof(vs_mlink), offsetof(vs_mlink, link) + (size_t)(s) * sizeof(vs_link)
 
 /* Message ``mid`` into an unexpected list kept in arrival-key order: appended, or walked back
  * from the tail when it is older (a message put back after a revoked match). */
-static void unx_insert(vs_tag *e, int set, int32_t *head, int32_t *tail, int32_t mid)
+HOT void unx_insert(vs_tag *e, int set, vs_list *l, int32_t mid)
 {
-    int64_t key = e->msg[mid].useq;
-    int32_t before = -1;
-    for (int32_t at = *tail; at >= 0 && e->msg[at].useq > key;
-         at = lk(e->mlink, ML_SETS, at, set)->prev)
-        before = at;
-    if (before < 0) {
-        l_append(e->mlink, ML_SETS, set, head, tail, mid);
+    vs_mlink *ml = e->mlink;
+    int64_t key = ml[mid].useq;
+    if (l->tail < 0 || ml[l->tail].useq < key) {
+        l_append(MSG_SET(set), l, mid);
         return;
     }
-    vs_link *b = lk(e->mlink, ML_SETS, before, set);
-    vs_link *l = lk(e->mlink, ML_SETS, mid, set);
-    l->next = before;
-    l->prev = b->prev;
+    int32_t before = l->tail;
+    while (ml[before].link[set].prev >= 0 && ml[ml[before].link[set].prev].useq > key)
+        before = ml[before].link[set].prev;
+    vs_link *b = &ml[before].link[set];
+    vs_link *x = &ml[mid].link[set];
+    x->next = before;
+    x->prev = b->prev;
     if (b->prev >= 0)
-        lk(e->mlink, ML_SETS, b->prev, set)->next = mid;
+        ml[b->prev].link[set].next = mid;
     else
-        *head = mid;
+        l->head = mid;
     b->prev = mid;
 }
 
 /* ------------------------------------------------------------------ posted receives */
-/* The four envelopes of receives that a message (comm, src, tag) can match: exact, any
- * source, any tag, both. */
-static int32_t sel_src(int k, int32_t src) { return (k & 1) ? VS_TAG_ANY : src; }
-static int32_t sel_tag(int k, int32_t tag) { return (k & 2) ? VS_TAG_ANY : tag; }
+HOT vs_list *posted_bucket(const vs_tag *e, const vs_recv *r)
+{
+    return bucket_of(e, &e->posted[r->kind], r->kind, r->comm, r->src, r->tag);
+}
 
-static void posted_add(vs_tag *e, int32_t rid)
+HOT void posted_add(vs_tag *e, int32_t rid)
 {
     vs_recv *r = &e->recv[rid];
-    vs_queue *q = &e->queues[r->rq];
-    r->seq = ++e->post_seq;
-    r->pending = true;
-    l_append(e->rlink, RL_SETS, RL_QUEUE, &q->head, &q->tail, rid);
-    l_append(e->rlink, RL_SETS, RL_PENDING, &e->pend_head, &e->pend_tail, rid);
+    r->pending = 1;
+    l_append(RECV_Q, posted_bucket(e, r), rid);
+    e->npost[r->kind]++;
+    e->post_on |= 1u << r->kind;
     e->npending++;
+}
+
+/* Receive rid leaves bucket b, its posted bucket. */
+HOT void posted_unlink(vs_tag *e, int32_t rid, vs_list *b)
+{
+    vs_recv *r = &e->recv[rid];
+    r->pending = 0;
+    l_unlink(RECV_Q, b, rid);
+    if (--e->npost[r->kind] == 0)
+        e->post_on &= ~(1u << r->kind);
+    e->npending--;
 }
 
 static void posted_remove(vs_tag *e, int32_t rid)
 {
-    vs_recv *r = &e->recv[rid];
-    vs_queue *q = &e->queues[r->rq];
-    r->pending = false;
-    l_unlink(e->rlink, RL_SETS, RL_QUEUE, &q->head, &q->tail, rid);
-    l_unlink(e->rlink, RL_SETS, RL_PENDING, &e->pend_head, &e->pend_tail, rid);
-    e->npending--;
+    posted_unlink(e, rid, posted_bucket(e, &e->recv[rid]));
 }
 
-/* The earliest pending receive a message (comm, src, tag) matches, or -1. */
-static int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t tag)
+/* The first receive of kind k's bucket for a message (comm, src, tag) that it matches; *b,
+ * that bucket. */
+HOT int32_t posted_first(const vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag,
+                         vs_list **b)
 {
-    int32_t best = -1;
-    for (int k = 0; k < 4; k++) {
-        int32_t q = queue_find(e, SPACE_POSTED, comm, sel_src(k, src), sel_tag(k, tag));
-        if (q < 0)
-            continue;
-        int32_t h = e->queues[q].head;
+    *b = bucket_of(e, &e->posted[k], k, comm, src, tag);
+    int32_t h = (*b)->head;
+    while (h >= 0) {
+        const vs_recv *r = &e->recv[h];
+        if (r->comm == comm && ((k & K_ANY_SRC) || r->src == src)
+            && ((k & K_ANY_TAG) || r->tag == tag))
+            return h;
+        h = r->q.next;
+    }
+    return -1;
+}
+
+/* Whether candidate h (>= 0) of a later kind is taken over best. */
+HOT bool earlier(int32_t h, int32_t best)
+{
 #if VS_MUTANT == 1
-        /* mutant: a wildcard queue loses to the exact one whatever the order */
-        if (h >= 0 && best < 0)
+    /* mutant: a wildcard queue loses to the exact one whatever the order */
+    (void)h;
+    return best < 0;
 #else
-        if (h >= 0 && (best < 0 || e->recv[h].seq < e->recv[best].seq))
+    return best < 0 || h < best;
 #endif
-            best = h;
+}
+
+/* The earliest pending receive a message (comm, src, tag) matches, or -1, and its bucket in
+ * *bucket: in each kind with a pending receive, the first of its bucket that matches; of
+ * those, the lowest rid (the kinds are written out so that each lookup is compiled for its
+ * kind). */
+HOT int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t tag,
+                            vs_list **bucket)
+{
+    int32_t best = -1, h;
+    vs_list *b;
+    *bucket = NULL;
+    unsigned on = e->post_on;
+    if (on == 0)
+        return -1;
+    if (on == 1u << K_EXACT)        /* receives without wildcards only */
+        return posted_first(e, K_EXACT, comm, src, tag, bucket);
+    if (on & (1u << K_EXACT))
+        best = posted_first(e, K_EXACT, comm, src, tag, bucket);
+    if ((on & (1u << K_ANY_SRC)) && (h = posted_first(e, K_ANY_SRC, comm, src, tag, &b)) >= 0
+        && earlier(h, best)) {
+        best = h;
+        *bucket = b;
+    }
+    if ((on & (1u << K_ANY_TAG)) && (h = posted_first(e, K_ANY_TAG, comm, src, tag, &b)) >= 0
+        && earlier(h, best)) {
+        best = h;
+        *bucket = b;
+    }
+    if ((on & (1u << K_ANY_BOTH)) && (h = posted_first(e, K_ANY_BOTH, comm, src, tag, &b)) >= 0
+        && earlier(h, best)) {
+        best = h;
+        *bucket = b;
     }
     return best;
 }
 
 /* ------------------------------------------------------------------ unexpected messages */
-static void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
+/* A kind's table indexes the unexpected messages (its bit in e->unx_on) once a receive or
+ * probe looks in it, by a walk of the arrival list, and from then on as messages come; it stops
+ * when the list is next empty unless it was looked in again meanwhile (e->unx_used). Traffic
+ * that uses one kind thus pays for one table. vs_tag_reset keeps these bits as it keeps the
+ * memory. With one communicator the arrival list is the (comm, ANY, ANY) bucket itself. */
+HOT void unx_index(vs_tag *e, int k, int32_t mid)
 {
-    vs_msg *m = &e->msg[mid];
-    m->useq = key;
-    m->unexpected = true;
-    for (int k = 0; k < 4; k++) {
-        vs_queue *q = &e->queues[m->uq[k]];
-        unx_insert(e, k, &q->head, &q->tail, mid);
-    }
-    unx_insert(e, ML_ARRIVAL, &e->unx_head, &e->unx_tail, mid);
+    const vs_msg *m = &e->msg[mid];
+    vs_mlink *ml = &e->mlink[mid];
+    ml->bucket[k] = (uint32_t)slot_of(&e->unx[k], env_key(e, k, m->comm, m->src, m->tag));
+    unx_insert(e, k, &e->unx[k].b[ml->bucket[k]], mid);
+}
+
+HOT void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
+{
+    e->mlink[mid].useq = key;
+    e->msg[mid].unexpected = true;
+    unsigned on = e->unx_on;        /* each kind written out, to be compiled for it */
+    if (on & (1u << K_EXACT))
+        unx_index(e, K_EXACT, mid);
+    if (on & (1u << K_ANY_SRC))
+        unx_index(e, K_ANY_SRC, mid);
+    if (on & (1u << K_ANY_TAG))
+        unx_index(e, K_ANY_TAG, mid);
+    if (on & (1u << K_ANY_BOTH))
+        unx_index(e, K_ANY_BOTH, mid);
+    unx_insert(e, ML_ARRIVAL, &e->arrival, mid);
     e->nunexpected++;
 }
 
-static void unexpected_take(vs_tag *e, int32_t mid)
+HOT void unexpected_take(vs_tag *e, int32_t mid)
 {
-    vs_msg *m = &e->msg[mid];
-    m->unexpected = false;
-    for (int k = 0; k < 4; k++) {
-        vs_queue *q = &e->queues[m->uq[k]];
-        l_unlink(e->mlink, ML_SETS, k, &q->head, &q->tail, mid);
+    const vs_mlink *ml = &e->mlink[mid];
+    e->msg[mid].unexpected = false;
+    unsigned on = e->unx_on;
+    if (on & (1u << K_EXACT))
+        l_unlink(MSG_SET(K_EXACT), &e->unx[K_EXACT].b[ml->bucket[K_EXACT]], mid);
+    if (on & (1u << K_ANY_SRC))
+        l_unlink(MSG_SET(K_ANY_SRC), &e->unx[K_ANY_SRC].b[ml->bucket[K_ANY_SRC]], mid);
+    if (on & (1u << K_ANY_TAG))
+        l_unlink(MSG_SET(K_ANY_TAG), &e->unx[K_ANY_TAG].b[ml->bucket[K_ANY_TAG]], mid);
+    if (on & (1u << K_ANY_BOTH))
+        l_unlink(MSG_SET(K_ANY_BOTH), &e->unx[K_ANY_BOTH].b[ml->bucket[K_ANY_BOTH]], mid);
+    l_unlink(MSG_SET(ML_ARRIVAL), &e->arrival, mid);
+    if (--e->nunexpected == 0) {
+        /* every table is empty: from now on index the kinds looked in since the last time */
+        e->unx_on = e->unx_used;
+        e->unx_used = 0;
     }
-    l_unlink(e->mlink, ML_SETS, ML_ARRIVAL, &e->unx_head, &e->unx_tail, mid);
-    e->nunexpected--;
 }
 
-/* The earliest arrived message a receive (comm, src, tag) selects, or -1. */
-static int32_t unexpected_find(const vs_tag *e, int32_t comm, int32_t src, int32_t tag)
+/* The arrival list walked to index kind k's table (the kind's first use). */
+static void unx_index_all(vs_tag *e, int k)
 {
-    int32_t q = queue_find(e, SPACE_UNEXPECTED, comm, src, tag);
-    if (q < 0)
+    for (int32_t m = e->arrival.head; m >= 0; m = e->mlink[m].link[ML_ARRIVAL].next)
+        unx_index(e, k, m);
+    e->unx_on |= 1u << k;
+}
+
+/* The earliest (or, newest, the latest) arrived message a receive (comm, src, tag) selects,
+ * or -1: the first in that order that it selects in the bucket its envelope names. */
+HOT int32_t unexpected_scan(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag,
+                            bool newest)
+{
+    if (e->nunexpected == 0)
         return -1;
+    int set = k;
+    const vs_list *b;
+    if (k == K_ANY_BOTH && e->one_comm) {
+        set = ML_ARRIVAL;
+        b = &e->arrival;
+    } else {
+        if (!(e->unx_on & (1u << k)))
+            unx_index_all(e, k);
+        e->unx_used |= 1u << k;
+        b = bucket_of(e, &e->unx[k], k, comm, src, tag);
+    }
+    for (int32_t at = newest ? b->tail : b->head; at >= 0;) {
+        const vs_msg *m = &e->msg[at];
+        if (m->comm == comm && ((k & K_ANY_SRC) || m->src == src)
+            && ((k & K_ANY_TAG) || m->tag == tag))
+            return at;
+        at = newest ? e->mlink[at].link[set].prev : e->mlink[at].link[set].next;
+    }
+    return -1;
+}
+
+HOT int32_t unexpected_find(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
+{
 #if VS_MUTANT == 2
     /* mutant: the newest unexpected message first */
-    return e->queues[q].tail;
+    return unexpected_scan(e, k, comm, src, tag, true);
 #else
-    return e->queues[q].head;
+    return unexpected_scan(e, k, comm, src, tag, false);
 #endif
 }
 
@@ -471,25 +663,37 @@ int vs_tag_create(const vs_tag_config *cfg, vs_tag **out)
     e->cfg = *cfg;
     e->nmsgs = (int32_t)n;
     e->offload = cfg->capacity > 0;
+    e->one_comm = cfg->comms <= 1;
+    e->src_bits = bits_for(cfg->senders);
+    e->tag_bits = bits_for(cfg->tags);
     size_t nm = n > 0 ? (size_t)n : 1;
     size_t ns = cfg->senders > 0 ? (size_t)cfg->senders : 1;
     e->sent = calloc(ns, sizeof *e->sent);
-    e->msg = calloc(nm, sizeof *e->msg);
-    e->stage = calloc(nm, sizeof *e->stage);
-    e->released = calloc(nm, sizeof *e->released);
-    e->mlink = calloc(nm * ML_SETS, sizeof *e->mlink);
-    e->slot_cap = 64;
-    e->slots = malloc((size_t)e->slot_cap * sizeof *e->slots);
-    if (!e->sent || !e->msg || !e->stage || !e->released || !e->mlink || !e->slots) {
+    e->msg = lines(nm, sizeof *e->msg);
+    e->mlink = lines(nm, sizeof *e->mlink);
+    if (!e->sent || !e->msg || !e->mlink) {
         vs_tag_destroy(e);
         return VS_TAG_NOMEM;
     }
-    for (int32_t i = 0; i < e->slot_cap; i++)
-        e->slots[i].queue = -1;
+    memset(e->msg, 0, nm * sizeof *e->msg);
+    memset(e->mlink, 0, nm * sizeof *e->mlink);
+    /* the tables are sized for as many live entries as the job has messages (the NIC's for
+     * its capacity) */
+    int64_t live = n > 16 ? n : 16;
+    for (int k = 0; k < NKINDS; k++) {
+        if (table_init(&e->posted[k], e, k, live) || table_init(&e->unx[k], e, k, live)) {
+            vs_tag_destroy(e);
+            return VS_TAG_NOMEM;
+        }
+    }
+    if (e->offload && table_init(&e->nic, e, K_EXACT, cfg->capacity < live ? cfg->capacity
+                                                                              : live)) {
+        vs_tag_destroy(e);
+        return VS_TAG_NOMEM;
+    }
     for (int32_t i = 0; i < e->nmsgs; i++)
         e->msg[i].matched_to = -1;
-    e->pend_head = e->pend_tail = e->unx_head = e->unx_tail = -1;
-    e->claim_head = e->claim_tail = e->hw_head = e->hw_tail = -1;
+    e->arrival = e->claims = e->hw = (vs_list){-1, -1};
     begin(e);
     *out = e;
     return VS_TAG_OK;
@@ -499,7 +703,7 @@ static void *dup_array(const void *p, size_t n, size_t size, bool *ok)
 {
     if (p == NULL || n == 0)
         return NULL;
-    void *q = malloc(n * size);
+    void *q = lines(n, size);
     if (q == NULL)
         *ok = false;
     else
@@ -520,28 +724,30 @@ int vs_tag_clone(const vs_tag *e, vs_tag **out)
     size_t rc = (size_t)e->rcap;
     c->sent = dup_array(e->sent, ns, sizeof *e->sent, &ok);
     c->msg = dup_array(e->msg, nm, sizeof *e->msg, &ok);
-    c->stage = dup_array(e->stage, nm, sizeof *e->stage, &ok);
-    c->released = dup_array(e->released, nm, sizeof *e->released, &ok);
-    c->mlink = dup_array(e->mlink, nm * ML_SETS, sizeof *e->mlink, &ok);
+    c->mlink = dup_array(e->mlink, nm, sizeof *e->mlink, &ok);
     c->recv = dup_array(e->recv, rc, sizeof *e->recv, &ok);
-    c->status = dup_array(e->status, rc, sizeof *e->status, &ok);
-    c->completion = dup_array(e->completion, rc, sizeof *e->completion, &ok);
-    c->rlink = dup_array(e->rlink, rc * RL_SETS, sizeof *e->rlink, &ok);
-    c->slots = dup_array(e->slots, (size_t)e->slot_cap, sizeof *e->slots, &ok);
-    c->queues = dup_array(e->queues, (size_t)e->qcap, sizeof *e->queues, &ok);
+    c->rnic = dup_array(e->rnic, rc, sizeof *e->rnic, &ok);
     c->ops = dup_array(e->ops, (size_t)e->ops_cap, sizeof *e->ops, &ok);
     c->cq = dup_array(e->cq, (size_t)e->cq_cap, sizeof *e->cq, &ok);
+    for (int k = 0; k < NKINDS; k++) {
+        c->posted[k].b = c->unx[k].b = NULL;
+        if (table_copy(&c->posted[k], &e->posted[k]) || table_copy(&c->unx[k], &e->unx[k]))
+            ok = false;
+    }
+    c->nic.b = NULL;
+    if (table_copy(&c->nic, &e->nic))
+        ok = false;
     /* the copy refills its own view arrays */
     c->x_posted = c->x_where = c->x_unexpected = c->x_hw = NULL;
-    c->x_posted_cap = c->x_where_cap = c->x_unexpected_cap = c->x_hw_cap = 0;
+    c->x_status = c->x_completion = c->x_stage = NULL;
+    c->x_released = NULL;
+    c->x_posted_cap = c->x_where_cap = c->x_unexpected_cap = c->x_hw_cap = c->x_recv_cap = 0;
     c->x_claims = NULL;
     c->x_ops = NULL;
     c->x_cq = NULL;
     c->x_claims_cap = c->x_ops_cap = c->x_cq_cap = 0;
-    if (c->recv == NULL || c->status == NULL || c->completion == NULL || c->rlink == NULL)
+    if (c->recv == NULL || (c->offload && c->rnic == NULL))
         c->rcap = 0;
-    if (c->queues == NULL)
-        c->qcap = 0;
     if (c->ops == NULL)
         c->ops_cap = 0;
     if (c->cq == NULL)
@@ -556,26 +762,37 @@ int vs_tag_clone(const vs_tag *e, vs_tag **out)
 
 void vs_tag_reset(vs_tag *e)
 {
-    size_t nm = e->nmsgs > 0 ? (size_t)e->nmsgs : 1;
     size_t ns = e->cfg.senders > 0 ? (size_t)e->cfg.senders : 1;
 
+    /* empty the buckets that hold something: those of the live entries */
+    for (int32_t r = 0; r < e->nrecvs; r++) {
+        const vs_recv *x = &e->recv[r];
+        if (x->pending)
+            *posted_bucket(e, x) = (vs_list){-1, -1};
+    }
+    for (int32_t r = e->hw.head; r >= 0; r = e->rnic[r].listed.next)
+        e->nic.b[e->rnic[r].nic_bucket] = (vs_list){-1, -1};
+    for (int32_t m = e->arrival.head; m >= 0; m = e->mlink[m].link[ML_ARRIVAL].next)
+        for (int k = 0; k < NKINDS; k++)
+            if (e->unx_on & (1u << k))
+                e->unx[k].b[e->mlink[m].bucket[k]] = (vs_list){-1, -1};
+    e->unx_used = 0;
+    /* only the messages sent are cleared: a short job's reset touches little memory */
+    for (int32_t s = 0; s < e->cfg.senders; s++) {
+        size_t first = (size_t)s * (size_t)e->cfg.messages, k = (size_t)e->sent[s];
+        memset(e->msg + first, 0, k * sizeof *e->msg);
+        for (size_t i = first; i < first + k; i++)
+            e->msg[i].matched_to = -1;
+    }
     memset(e->sent, 0, ns * sizeof *e->sent);
-    memset(e->msg, 0, nm * sizeof *e->msg);
-    memset(e->stage, 0, nm * sizeof *e->stage);
-    memset(e->released, 0, nm * sizeof *e->released);
-    memset(e->mlink, 0, nm * ML_SETS * sizeof *e->mlink);
-    for (int32_t i = 0; i < e->nmsgs; i++)
-        e->msg[i].matched_to = -1;
     /* receives are set whole when posted: forgetting how many there were is enough */
     e->nrecvs = 0;
-    e->pend_head = e->pend_tail = e->unx_head = e->unx_tail = -1;
+    memset(e->npost, 0, sizeof e->npost);
+    e->post_on = 0;
     e->npending = e->nunexpected = 0;
-    e->post_seq = e->order = 0;
-    for (int32_t i = 0; i < e->slot_cap; i++)
-        e->slots[i].queue = -1;
-    e->nqueues = 0;
+    e->arrival = e->claims = e->hw = (vs_list){-1, -1};
+    e->order = 0;
     e->in_sw = e->nclaims = 0;
-    e->claim_head = e->claim_tail = e->hw_head = e->hw_tail = -1;
     e->sw_count = e->sent_count = 0;
     e->nhw = 0;
     e->reported = e->synced = e->arrivals = 0;
@@ -589,21 +806,24 @@ void vs_tag_destroy(vs_tag *e)
         return;
     free(e->sent);
     free(e->msg);
-    free(e->stage);
-    free(e->released);
     free(e->mlink);
     free(e->recv);
-    free(e->status);
-    free(e->completion);
-    free(e->rlink);
-    free(e->slots);
-    free(e->queues);
+    free(e->rnic);
+    for (int k = 0; k < NKINDS; k++) {
+        free(e->posted[k].b);
+        free(e->unx[k].b);
+    }
+    free(e->nic.b);
     free(e->ops);
     free(e->cq);
     free(e->x_posted);
     free(e->x_where);
     free(e->x_unexpected);
     free(e->x_hw);
+    free(e->x_status);
+    free(e->x_completion);
+    free(e->x_stage);
+    free(e->x_released);
     free(e->x_claims);
     free(e->x_ops);
     free(e->x_cq);
@@ -631,9 +851,28 @@ static void *x_room(void *buf, int32_t *cap, int32_t need, size_t size)
     return nb;
 }
 
+/* The per-message arrays of the view: made once, at the first view. */
+static int x_messages(vs_tag *e)
+{
+    if (e->x_stage != NULL)
+        return 0;
+    size_t nm = e->nmsgs > 0 ? (size_t)e->nmsgs : 1;
+    int32_t *st = malloc(nm * sizeof *st);
+    bool *rel = malloc(nm * sizeof *rel);
+    if (st == NULL || rel == NULL) {
+        free(st);
+        free(rel);
+        return -1;
+    }
+    e->x_stage = st;
+    e->x_released = rel;
+    return 0;
+}
+
 int vs_tag_get_view(vs_tag *e, vs_tag_view *v)
 {
     void *p;
+    int32_t cap;
     if ((p = x_room(e->x_posted, &e->x_posted_cap, e->npending, sizeof(int32_t))) == NULL)
         return nomem(e);
     e->x_posted = p;
@@ -647,6 +886,17 @@ int vs_tag_get_view(vs_tag *e, vs_tag_view *v)
     if ((p = x_room(e->x_hw, &e->x_hw_cap, e->nhw, sizeof(int32_t))) == NULL)
         return nomem(e);
     e->x_hw = p;
+    cap = e->x_recv_cap;
+    if ((p = x_room(e->x_status, &cap, e->nrecvs, sizeof(int32_t))) == NULL)
+        return nomem(e);
+    e->x_status = p;
+    cap = e->x_recv_cap;
+    if ((p = x_room(e->x_completion, &cap, e->nrecvs, sizeof(int32_t))) == NULL)
+        return nomem(e);
+    e->x_completion = p;
+    e->x_recv_cap = cap;
+    if (x_messages(e))
+        return nomem(e);
     if ((p = x_room(e->x_claims, &e->x_claims_cap, e->nclaims, sizeof(vs_tag_claim))) == NULL)
         return nomem(e);
     e->x_claims = p;
@@ -657,22 +907,32 @@ int vs_tag_get_view(vs_tag *e, vs_tag_view *v)
         return nomem(e);
     e->x_cq = p;
 
+    /* every receive's status; the pending ones in posted order, which is rid order */
     int32_t i = 0;
-    for (int32_t r = e->pend_head; r >= 0; r = lk(e->rlink, RL_SETS, r, RL_PENDING)->next, i++) {
-        e->x_posted[i] = r;
-        e->x_where[i] = e->recv[r].where;
+    for (int32_t r = 0; r < e->nrecvs; r++) {
+        const vs_recv *x = &e->recv[r];
+        e->x_status[r] = x->status;
+        e->x_completion[r] = x->completion;
+        if (x->pending) {
+            e->x_posted[i] = r;
+            e->x_where[i++] = x->where;
+        }
+    }
+    for (int32_t m = 0; m < e->nmsgs; m++) {
+        e->x_stage[m] = e->msg[m].stage;
+        e->x_released[m] = e->msg[m].released;
     }
     i = 0;
-    for (int32_t m = e->unx_head; m >= 0; m = lk(e->mlink, ML_SETS, m, ML_ARRIVAL)->next)
+    for (int32_t m = e->arrival.head; m >= 0; m = e->mlink[m].link[ML_ARRIVAL].next)
         e->x_unexpected[i++] = m;
     i = 0;
-    for (int32_t r = e->hw_head; r >= 0; r = lk(e->rlink, RL_SETS, r, RL_LISTED)->next)
+    for (int32_t r = e->hw.head; r >= 0; r = e->rnic[r].listed.next)
         e->x_hw[i++] = r;
     i = 0;
-    for (int32_t r = e->claim_head; r >= 0; r = lk(e->rlink, RL_SETS, r, RL_CLAIM)->next, i++) {
+    for (int32_t r = e->claims.head; r >= 0; r = e->rnic[r].claim.next, i++) {
         e->x_claims[i].rid = r;
-        e->x_claims[i].mid = e->recv[r].claim_mid;
-        e->x_claims[i].cancelling = e->recv[r].claim_cancelling;
+        e->x_claims[i].mid = e->rnic[r].claim_mid;
+        e->x_claims[i].cancelling = e->rnic[r].claim_cancelling;
     }
     for (i = 0; i < e->nops; i++)
         e->x_ops[i] = e->ops[(e->ops_head + i) % e->ops_cap];
@@ -681,11 +941,11 @@ int vs_tag_get_view(vs_tag *e, vs_tag_view *v)
         e->x_cq[i] = (vs_tag_cqe){c->kind, c->rid, c->mid, c->ok};
     }
     v->nrecvs = e->nrecvs;
-    v->status = e->status;
-    v->completion = e->completion;
+    v->status = e->x_status;
+    v->completion = e->x_completion;
     v->nmsgs = e->nmsgs;
-    v->stage = e->stage;
-    v->released = e->released;
+    v->stage = e->x_stage;
+    v->released = e->x_released;
     v->nposted = e->npending;
     v->posted = e->x_posted;
     v->where = e->x_where;
@@ -708,20 +968,27 @@ int vs_tag_get_view(vs_tag *e, vs_tag_view *v)
 }
 
 /* ------------------------------------------------------------------ checks */
-static bool in_range(int64_t v, int64_t lo, int64_t hi) { return lo <= v && v <= hi; }
+HOT bool in_range(int64_t v, int64_t lo, int64_t hi) { return lo <= v && v <= hi; }
+
+/* v in 0..n-1. */
+HOT bool in_id_range(int64_t v, int32_t n) { return (uint64_t)v < (uint64_t)(uint32_t)n; }
 
 /* value in 0..hi-1 (or ANY where a wildcard is allowed), else a refusal naming it. */
-static int check(vs_tag *e, int arg, const char *what, int64_t value, int32_t hi, bool wildcard)
+COLD int refuse_range(vs_tag *e, int arg, const char *what, int64_t value, int32_t hi,
+                      bool wildcard)
 {
-    if (wildcard && value == VS_TAG_ANY)
-        return VS_TAG_OK;
-    if (in_range(value, 0, (int64_t)hi - 1))
-        return VS_TAG_OK;
     return refuse(e, arg, "%s %" PRId64 " is outside 0..%" PRId32 "%s", what, value, hi - 1,
                   wildcard ? " or ANY (-1)" : "");
 }
 
-static int check_sent(vs_tag *e, int64_t mid)
+HOT int check(vs_tag *e, int arg, const char *what, int64_t value, int32_t hi, bool wildcard)
+{
+    if (in_id_range(value, hi) || (wildcard && value == VS_TAG_ANY))
+        return VS_TAG_OK;
+    return refuse_range(e, arg, what, value, hi, wildcard);
+}
+
+HOT int check_sent(vs_tag *e, int64_t mid)
 {
     if (!in_range(mid, 0, (int64_t)e->nmsgs - 1) || !e->msg[mid].sent)
         return refuse(e, 0, "message %" PRId64 " was never sent", mid);
@@ -729,13 +996,13 @@ static int check_sent(vs_tag *e, int64_t mid)
 }
 
 /* ------------------------------------------------------------------ emitting */
-static void emit_released(vs_tag *e, int32_t mid)
+HOT void emit_released(vs_tag *e, int32_t mid)
 {
     e->out.kinds |= VS_TAG_OUT_RELEASED;
     e->out.released[e->out.nreleased++] = mid;
 }
 
-static int32_t code_of(const vs_tag *e, int32_t rid, int32_t mid)
+HOT int32_t code_of(const vs_tag *e, int32_t rid, int32_t mid)
 {
 #if VS_MUTANT == 4
     /* mutant: a message one byte longer than the buffer is not flagged truncated */
@@ -747,27 +1014,28 @@ static int32_t code_of(const vs_tag *e, int32_t rid, int32_t mid)
 
 /* A match (rid, mid), after undoing a revoked one (revoked_rid >= 0): an eager message
  * completes its receive, a rendezvous one needs a READ. */
-static void matched(vs_tag *e, int32_t rid, int32_t mid, int32_t revoked_rid,
+HOT void matched(vs_tag *e, int32_t rid, int32_t mid, int32_t revoked_rid,
                     int32_t revoked_mid)
 {
     if (revoked_rid >= 0) {
-        e->status[revoked_rid] = VS_TAG_PENDING;
-        e->completion[revoked_rid] = 0;
-        e->stage[revoked_mid] = VS_TAG_IDLE;
+        e->recv[revoked_rid].status = VS_TAG_PENDING;
+        e->recv[revoked_rid].completion = 0;
+        e->msg[revoked_mid].stage = VS_TAG_IDLE;
         e->msg[revoked_mid].matched_to = -1;
         e->out.kinds |= VS_TAG_OUT_REVOKED;
         e->out.revoked[e->out.nrevoked++] = (vs_tag_pair){revoked_rid, revoked_mid};
     }
-    e->status[rid] = mid;
+    e->recv[rid].status = mid;
     e->msg[mid].matched_to = rid;
     e->out.kinds |= VS_TAG_OUT_MATCHES;
     e->out.matches[e->out.nmatches++] = (vs_tag_pair){rid, mid};
     if (e->msg[mid].kind == VS_TAG_EAGER) {
-        e->completion[rid] = code_of(e, rid, mid);
+        e->recv[rid].completion = code_of(e, rid, mid);
         e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
-        e->out.completions[e->out.ncompletions++] = (vs_tag_completion){rid, e->completion[rid]};
+        e->out.completions[e->out.ncompletions++] =
+            (vs_tag_completion){rid, e->recv[rid].completion};
     } else {
-        e->stage[mid] = VS_TAG_NEED_READ;
+        e->msg[mid].stage = VS_TAG_NEED_READ;
     }
 }
 
@@ -806,10 +1074,10 @@ static bool offloadable(const vs_tag *e, int64_t src, int64_t tag)
 
 static void claim_set(vs_tag *e, int32_t rid, int32_t mid, int64_t seq, bool cancelling)
 {
-    vs_recv *r = &e->recv[rid];
+    vs_recv_nic *r = &e->rnic[rid];
     if (!r->claimed) {
         r->claimed = true;
-        l_append(e->rlink, RL_SETS, RL_CLAIM, &e->claim_head, &e->claim_tail, rid);
+        l_append(NIC_SET(claim), &e->claims, rid);
         e->nclaims++;
     }
     r->claim_mid = mid;
@@ -819,26 +1087,25 @@ static void claim_set(vs_tag *e, int32_t rid, int32_t mid, int64_t seq, bool can
 
 static void claim_drop(vs_tag *e, int32_t rid)
 {
-    e->recv[rid].claimed = false;
-    l_unlink(e->rlink, RL_SETS, RL_CLAIM, &e->claim_head, &e->claim_tail, rid);
+    e->rnic[rid].claimed = false;
+    l_unlink(NIC_SET(claim), &e->claims, rid);
     e->nclaims--;
 }
 
 /* The NIC drops receive rid from its list. */
 static void nic_unlist(vs_tag *e, int32_t rid)
 {
-    vs_recv *r = &e->recv[rid];
-    vs_queue *b = &e->queues[r->rb];
-    r->listed = false;
-    l_unlink(e->rlink, RL_SETS, RL_BUCKET, &b->head, &b->tail, rid);
-    l_unlink(e->rlink, RL_SETS, RL_LISTED, &e->hw_head, &e->hw_tail, rid);
+    vs_recv_nic *r = &e->rnic[rid];
+    r->listed_now = false;
+    l_unlink(NIC_SET(bucket), &e->nic.b[r->nic_bucket], rid);
+    l_unlink(NIC_SET(listed), &e->hw, rid);
     e->nhw--;
 }
 
 /* ------------------------------------------------------------------ senders */
-int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nbytes)
+/* A send refused: the first of vs_tag_send's checks that fails. */
+COLD int send_refused(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nbytes)
 {
-    begin(e);
     int rc;
     if ((rc = check(e, 0, "sender", sender, e->cfg.senders, false))
         || (rc = check(e, 1, "communicator", comm, e->cfg.comms, false))
@@ -847,20 +1114,21 @@ int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nb
     if (!in_range(nbytes, 1, e->cfg.max_bytes))
         return refuse(e, 3, "length %" PRId64 " is outside 1..%" PRId32, nbytes,
                       e->cfg.max_bytes);
+    return refuse(e, 0, "sender %" PRId64 " has sent all its %" PRId32 " messages", sender,
+                  e->cfg.messages);
+}
+
+int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nbytes)
+{
+    begin(e);
+    /* every check at once; which one failed is worked out only for a refusal */
+    if (!(in_id_range(sender, e->cfg.senders) && in_id_range(comm, e->cfg.comms)
+          && in_id_range(tag, e->cfg.tags) && in_range(nbytes, 1, e->cfg.max_bytes)
+          && e->sent[sender] < e->cfg.messages))
+        return send_refused(e, sender, comm, tag, nbytes);
     int32_t k = e->sent[sender];
-    if (k >= e->cfg.messages)
-        return refuse(e, 0, "sender %" PRId64 " has sent all its %" PRId32 " messages", sender,
-                      e->cfg.messages);
     int32_t mid = (int32_t)sender * e->cfg.messages + k;
     vs_msg *m = &e->msg[mid];
-    /* the message's unexpected queues, made now so that matching never allocates */
-    for (int j = 0; j < 4; j++) {
-        int32_t q = queue_get(e, SPACE_UNEXPECTED, (int32_t)comm, sel_src(j, (int32_t)sender),
-                              sel_tag(j, (int32_t)tag));
-        if (q < 0)
-            return nomem(e);
-        m->uq[j] = q;
-    }
     e->sent[sender] = k + 1;
     m->sent = true;
     m->comm = (int32_t)comm;
@@ -890,75 +1158,130 @@ int vs_tag_fin(vs_tag *e, int64_t mid)
     e->msg[mid].fin_out = false;
 #if VS_MUTANT != 7
     /* (mutant 7: the FIN's release is announced but not kept) */
-    e->released[mid] = true;
+    e->msg[mid].released = true;
 #endif
     emit_released(e, (int32_t)mid);
     return VS_TAG_OK;
 }
 
 /* ------------------------------------------------------------------ the receiver */
+/* A delivery refused: the first of vs_tag_delivered's checks that fails. */
+COLD int delivered_refused(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
+                           int64_t nbytes, int64_t kind)
+{
+    int rc = check_sent(e, mid);
+    if (rc)
+        return rc;
+    const vs_msg *m = &e->msg[mid];
+    if (comm != m->comm || src != m->src || tag != m->tag || nbytes != m->nbytes
+        || kind != m->kind)
+        return refuse_packet(e, mid, comm, src, tag, nbytes, kind);
+    return refuse(e, 0, "message %" PRId64 " already arrived (each message arrives once)", mid);
+}
+
+/* A message arrives: its eager payload's ACK completes the send. */
+HOT void arrive(vs_tag *e, int32_t mid)
+{
+    vs_msg *m = &e->msg[mid];
+    m->arrived = true;
+    if (m->kind == VS_TAG_EAGER && !m->released) {
+        m->released = true;
+        emit_released(e, mid);
+    }
+}
+
+/* A message reaches the NIC: matching is held until software's count covers every reported
+ * message. */
+static int delivered_offload(vs_tag *e, int32_t mid)
+{
+    if (reserve_cqe(e))
+        return nomem(e);
+    arrive(e, mid);
+    const vs_msg *m = &e->msg[mid];
+    int64_t seq = e->arrivals++;
+#if VS_MUTANT == 6
+    /* mutant: the NIC matches while software's count is behind */
+    bool held = false;
+#else
+    bool held = e->synced != e->reported;
+#endif
+    if (!held) {
+        int32_t h = bucket_of(e, &e->nic, K_EXACT, m->comm, m->src, m->tag)->head;
+        while (h >= 0) {
+            const vs_recv *r = &e->recv[h];
+            if (r->comm == m->comm && r->src == m->src && r->tag == m->tag)
+                break;
+            h = e->rnic[h].bucket.next;
+        }
+        if (h >= 0) {
+            nic_unlist(e, h);
+            push_cqe(e, VS_TAG_CQE_MATCH, h, mid, seq, false);
+            return VS_TAG_OK;
+        }
+    }
+    e->reported++;
+    push_cqe(e, VS_TAG_CQE_UNEXPECTED, -1, mid, seq, false);
+    return VS_TAG_OK;
+}
+
 int vs_tag_delivered(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
                      int64_t nbytes, int64_t kind)
 {
     begin(e);
-    int rc = check_sent(e, mid);
-    if (rc)
-        return rc;
-    vs_msg *m = &e->msg[mid];
-    if (comm != m->comm || src != m->src || tag != m->tag || nbytes != m->nbytes
-        || kind != m->kind) {
-        char got[160], sent[160];
-        packet_text(got, sizeof got, mid, comm, src, tag, nbytes, kind);
-        packet_text(sent, sizeof sent, mid, m->comm, m->src, m->tag, m->nbytes, m->kind);
-        return refuse(e, VS_TAG_ARG_PACKET, "packet %s differs from what sender %" PRId32
-                      " sent: %s", got, m->src, sent);
-    }
-    if (m->arrived)
-        return refuse(e, 0, "message %" PRId64 " already arrived (each message arrives once)",
-                      mid);
-    if (e->offload && reserve_cqe(e))
-        return nomem(e);
-    m->arrived = true;
-    if (m->kind == VS_TAG_EAGER && !e->released[mid]) {
-        /* the eager payload's ACK completes the send */
-        e->released[mid] = true;
-        emit_released(e, (int32_t)mid);
-    }
-    if (e->offload) {
-        /* the NIC: matching is held until software's count covers every reported message */
-        int64_t seq = e->arrivals++;
-#if VS_MUTANT == 6
-        /* mutant: the NIC matches while software's count is behind */
-        bool held = false;
-#else
-        bool held = e->synced != e->reported;
-#endif
-        if (!held) {
-            int32_t b = queue_find(e, SPACE_NIC, m->comm, m->src, m->tag);
-            int32_t h = b >= 0 ? e->queues[b].head : -1;
-            if (h >= 0) {
-                nic_unlist(e, h);
-                push_cqe(e, VS_TAG_CQE_MATCH, h, (int32_t)mid, seq, false);
-                return VS_TAG_OK;
-            }
-        }
-        e->reported++;
-        push_cqe(e, VS_TAG_CQE_UNEXPECTED, -1, (int32_t)mid, seq, false);
-        return VS_TAG_OK;
-    }
-    int32_t rid = posted_earliest(e, m->comm, m->src, m->tag);
+    /* every check at once; which one failed is worked out only for a refusal */
+    const vs_msg *m = in_id_range(mid, e->nmsgs) ? &e->msg[mid] : NULL;
+    if (!(m != NULL && m->sent && comm == m->comm && src == m->src && tag == m->tag
+          && nbytes == m->nbytes && kind == m->kind && !m->arrived))
+        return delivered_refused(e, mid, comm, src, tag, nbytes, kind);
+    if (e->offload)
+        return delivered_offload(e, (int32_t)mid);
+    arrive(e, (int32_t)mid);
+    vs_list *bucket;
+    int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
     if (rid < 0) {
         unexpected_add(e, (int32_t)mid, ++e->order);
         return VS_TAG_OK;
     }
-    posted_remove(e, rid);
+    posted_unlink(e, rid, bucket);
     matched(e, rid, (int32_t)mid, -1, -1);
     return VS_TAG_OK;
 }
 
-int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+/* A receive is posted, everything it may need at hand. */
+HOT int post_recv_body(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_t nbytes)
 {
-    begin(e);
+    int32_t rid = e->nrecvs++;
+    vs_recv *r = &e->recv[rid];
+    int k = kind_of(src, tag);
+    *r = (vs_recv){comm, src, tag, nbytes, {-1, -1}, VS_TAG_PENDING, (uint8_t)k, 0, VS_TAG_SW, 0};
+    if (e->offload)
+        e->rnic[rid] = (vs_recv_nic){{-1, -1}, {-1, -1}, {-1, -1}, 0, false, false, false, -1, 0};
+    int32_t mid = e->nunexpected > 0 ? unexpected_find(e, k, comm, src, tag) : -1;
+    if (mid >= 0) {
+        unexpected_take(e, mid);
+        matched(e, rid, mid, -1, -1);
+        return VS_TAG_OK;
+    }
+    if (!e->offload) {
+        posted_add(e, rid);
+        return VS_TAG_OK;
+    }
+    bool to_nic = offloadable(e, src, tag);     /* judged before it is counted */
+    posted_add(e, rid);
+    if (to_nic) {
+        r->where = VS_TAG_HW;
+        push_op(e, VS_TAG_OP_ADD, e->sw_count, rid);
+    } else {
+        r->where = VS_TAG_SW;
+        e->in_sw++;
+    }
+    return VS_TAG_OK;
+}
+
+/* vs_tag_post_recv's checks one by one, then what the call may need made ready before
+ * anything changes (room for one more receive; with offload, for an op). */
+static int post_recv_slow(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+{
     int rc;
     if ((rc = check(e, 0, "communicator", comm, e->cfg.comms, false))
         || (rc = check(e, 1, "source", src, e->cfg.senders, true))
@@ -967,53 +1290,23 @@ int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t 
     if (!in_range(nbytes, 1, e->cfg.max_bytes))
         return refuse(e, 3, "buffer length %" PRId64 " is outside 1..%" PRId32, nbytes,
                       e->cfg.max_bytes);
-    /* everything this call may need, before anything changes */
     int32_t rid = e->nrecvs;
-    if (rid >= INT32_MAX / (2 * RL_SETS) || ensure_recvs(e, rid + 1))
+    if (rid >= e->rcap && (rid == INT32_MAX || ensure_recvs(e, rid + 1)))
         return nomem(e);
-    int32_t rq = queue_get(e, SPACE_POSTED, (int32_t)comm, (int32_t)src, (int32_t)tag);
-    if (rq < 0)
+    if (e->offload && reserve_op(e))
         return nomem(e);
-    int32_t rb = -1;
-    if (e->offload) {
-        if (reserve_op(e))
-            return nomem(e);
-        if (src != VS_TAG_ANY && tag != VS_TAG_ANY
-            && (rb = queue_get(e, SPACE_NIC, (int32_t)comm, (int32_t)src, (int32_t)tag)) < 0)
-            return nomem(e);
-    }
-    e->nrecvs++;
-    vs_recv *r = &e->recv[rid];
-    memset(r, 0, sizeof *r);
-    r->comm = (int32_t)comm;
-    r->src = (int32_t)src;
-    r->tag = (int32_t)tag;
-    r->nbytes = (int32_t)nbytes;
-    r->rq = rq;
-    r->rb = rb;
-    r->claim_mid = -1;
-    for (int s = 0; s < RL_SETS; s++)
-        *lk(e->rlink, RL_SETS, rid, s) = (vs_link){-1, -1};
-    e->status[rid] = VS_TAG_PENDING;
-    e->completion[rid] = 0;
-    int32_t mid = unexpected_find(e, r->comm, r->src, r->tag);
-    if (mid >= 0) {
-        unexpected_take(e, mid);
-        matched(e, rid, mid, -1, -1);
-        return VS_TAG_OK;
-    }
-    bool to_nic = e->offload && offloadable(e, src, tag);   /* judged before it is counted */
-    posted_add(e, rid);
-    if (e->offload) {
-        if (to_nic) {
-            r->where = VS_TAG_HW;
-            push_op(e, VS_TAG_OP_ADD, e->sw_count, rid);
-        } else {
-            r->where = VS_TAG_SW;
-            e->in_sw++;
-        }
-    }
-    return VS_TAG_OK;
+    return post_recv_body(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+}
+
+int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+{
+    begin(e);
+    if (in_id_range(comm, e->cfg.comms)
+        && (in_id_range(src, e->cfg.senders) || src == VS_TAG_ANY)
+        && (in_id_range(tag, e->cfg.tags) || tag == VS_TAG_ANY)
+        && in_range(nbytes, 1, e->cfg.max_bytes) && e->nrecvs < e->rcap && !e->offload)
+        return post_recv_body(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+    return post_recv_slow(e, comm, src, tag, nbytes);
 }
 
 int vs_tag_cancel(vs_tag *e, int64_t rid)
@@ -1036,7 +1329,7 @@ int vs_tag_cancel(vs_tag *e, int64_t rid)
         return VS_TAG_OK;
     }
     unpost(e, (int32_t)rid);
-    e->status[rid] = VS_TAG_CANCELLED;
+    e->recv[rid].status = VS_TAG_CANCELLED;
     e->out.kinds |= VS_TAG_OUT_CANCELLED;
     e->out.cancelled[e->out.ncancelled++] = (int32_t)rid;
     return VS_TAG_OK;
@@ -1056,10 +1349,11 @@ int vs_tag_probe(vs_tag *e, int64_t comm, int64_t src, int64_t tag)
     e->out.nprobe = 1;
 #if VS_MUTANT == 8
     /* mutant: a probe answers with the newest message it selects */
-    int32_t q = queue_find(e, SPACE_UNEXPECTED, (int32_t)comm, (int32_t)src, (int32_t)tag);
-    e->out.probe = q < 0 ? -1 : e->queues[q].tail;
+    e->out.probe = unexpected_scan(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
+                                   (int32_t)tag, true);
 #else
-    e->out.probe = unexpected_find(e, (int32_t)comm, (int32_t)src, (int32_t)tag);
+    e->out.probe = unexpected_find(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
+                                   (int32_t)tag);
 #endif
     return VS_TAG_OK;
 }
@@ -1071,11 +1365,11 @@ int vs_tag_start_read(vs_tag *e, int64_t mid)
     int rc = check_sent(e, mid);
     if (rc)
         return rc;
-    if (e->stage[mid] != VS_TAG_NEED_READ)
+    if (e->msg[mid].stage != VS_TAG_NEED_READ)
         return refuse(e, 0, "message %" PRId64 " has no READ to start (stage %" PRId32 ")",
-                      mid, e->stage[mid]);
+                      mid, (int32_t)e->msg[mid].stage);
     int32_t rid = e->msg[mid].matched_to;
-    e->stage[mid] = VS_TAG_READING;
+    e->msg[mid].stage = VS_TAG_READING;
     int32_t len = e->msg[mid].nbytes < e->recv[rid].nbytes ? e->msg[mid].nbytes
                                                            : e->recv[rid].nbytes;
     e->out.kinds |= VS_TAG_OUT_READS;
@@ -1089,13 +1383,14 @@ int vs_tag_read_done(vs_tag *e, int64_t mid)
     int rc = check_sent(e, mid);
     if (rc)
         return rc;
-    if (e->stage[mid] != VS_TAG_READING && e->stage[mid] != VS_TAG_FIN_EARLY)
+    if (e->msg[mid].stage != VS_TAG_READING && e->msg[mid].stage != VS_TAG_FIN_EARLY)
         return refuse(e, 0, "message %" PRId64 " has no READ in flight", mid);
     int32_t rid = e->msg[mid].matched_to;
-    e->stage[mid] = e->stage[mid] == VS_TAG_FIN_EARLY ? VS_TAG_FIN_SENT : VS_TAG_READ_DONE;
-    e->completion[rid] = code_of(e, rid, (int32_t)mid);
+    e->msg[mid].stage = e->msg[mid].stage == VS_TAG_FIN_EARLY ? VS_TAG_FIN_SENT : VS_TAG_READ_DONE;
+    e->recv[rid].completion = code_of(e, rid, (int32_t)mid);
     e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
-    e->out.completions[e->out.ncompletions++] = (vs_tag_completion){rid, e->completion[rid]};
+    e->out.completions[e->out.ncompletions++] =
+        (vs_tag_completion){rid, e->recv[rid].completion};
     return VS_TAG_OK;
 }
 
@@ -1105,9 +1400,9 @@ int vs_tag_send_fin(vs_tag *e, int64_t mid)
     int rc = check_sent(e, mid);
     if (rc)
         return rc;
-    if (e->stage[mid] != VS_TAG_READ_DONE)
+    if (e->msg[mid].stage != VS_TAG_READ_DONE)
         return refuse(e, 0, "message %" PRId64 "'s READ has not completed: no FIN yet", mid);
-    e->stage[mid] = VS_TAG_FIN_SENT;
+    e->msg[mid].stage = VS_TAG_FIN_SENT;
     e->msg[mid].fin_out = true;
     e->out.kinds |= VS_TAG_OUT_FINS;
     e->out.fins[e->out.nfins++] = (int32_t)mid;
@@ -1142,15 +1437,16 @@ int vs_tag_hw_op(vs_tag *e)
 #endif
     e->synced = o.count;
     if (o.kind == VS_TAG_OP_ADD) {
-        vs_recv *r = &e->recv[o.rid];
-        vs_queue *b = &e->queues[r->rb];
-        r->listed = true;
-        l_append(e->rlink, RL_SETS, RL_BUCKET, &b->head, &b->tail, o.rid);
-        l_append(e->rlink, RL_SETS, RL_LISTED, &e->hw_head, &e->hw_tail, o.rid);
+        const vs_recv *r = &e->recv[o.rid];
+        vs_recv_nic *x = &e->rnic[o.rid];
+        x->listed_now = true;
+        x->nic_bucket = slot_of(&e->nic, env_key(e, K_EXACT, r->comm, r->src, r->tag));
+        l_append(NIC_SET(bucket), &e->nic.b[x->nic_bucket], o.rid);
+        l_append(NIC_SET(listed), &e->hw, o.rid);
         e->nhw++;
     } else if (o.kind == VS_TAG_OP_REMOVE) {
         /* a failed remove: the tag was consumed by a match whose completion is queued */
-        bool found = e->recv[o.rid].listed;
+        bool found = e->rnic[o.rid].listed_now;
         if (found)
             nic_unlist(e, o.rid);
         push_cqe(e, VS_TAG_CQE_REMOVED, o.rid, -1, 0, found);
@@ -1181,7 +1477,7 @@ int vs_tag_sw_complete(vs_tag *e)
     if (e->ncq == 0)
         return refuse(e, -1, "the NIC has no completion to handle");
     vs_cqe_rec c = e->cq[e->cq_head];
-    if (c.kind == VS_TAG_CQE_MATCH && !e->recv[c.rid].pending && !e->recv[c.rid].claimed)
+    if (c.kind == VS_TAG_CQE_MATCH && !e->recv[c.rid].pending && !e->rnic[c.rid].claimed)
         return refuse(e, -1, "the NIC matched receive %" PRId32 ", which software does not "
                       "shadow", c.rid);
     if (c.kind == VS_TAG_CQE_UNEXPECTED && reserve_op(e))
@@ -1195,7 +1491,7 @@ int vs_tag_sw_complete(vs_tag *e)
             /* mutant: a receive being cancelled that the NIC matched reads as cancelled */
             if (r->where == VS_TAG_HW_CANCEL) {
                 unpost(e, c.rid);
-                e->status[c.rid] = VS_TAG_CANCELLED;
+                e->recv[c.rid].status = VS_TAG_CANCELLED;
                 e->out.kinds |= VS_TAG_OUT_CANCELLED;
                 e->out.cancelled[e->out.ncancelled++] = c.rid;
                 return VS_TAG_OK;
@@ -1207,9 +1503,10 @@ int vs_tag_sw_complete(vs_tag *e)
         }
         /* the NIC filled a receive software had promised to an earlier message: that
          * message goes back to the unexpected list */
-        int32_t old = r->claim_mid;
-        int64_t old_seq = r->claim_seq;
-        claim_set(e, c.rid, c.mid, c.seq, r->claim_cancelling);
+        const vs_recv_nic *x = &e->rnic[c.rid];
+        int32_t old = x->claim_mid;
+        int64_t old_seq = x->claim_seq;
+        claim_set(e, c.rid, c.mid, c.seq, x->claim_cancelling);
         unexpected_add(e, old, old_seq);
         matched(e, c.rid, c.mid, c.rid, old);
         return VS_TAG_OK;
@@ -1217,7 +1514,8 @@ int vs_tag_sw_complete(vs_tag *e)
     if (c.kind == VS_TAG_CQE_UNEXPECTED) {
         e->sw_count++;
         const vs_msg *m = &e->msg[c.mid];
-        int32_t rid = posted_earliest(e, m->comm, m->src, m->tag);
+        vs_list *bucket;
+        int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
         if (rid < 0) {
             unexpected_add(e, c.mid, c.seq);
             return VS_TAG_OK;
@@ -1237,14 +1535,14 @@ int vs_tag_sw_complete(vs_tag *e)
         return VS_TAG_OK;
     }
     /* a remove's answer */
-    if (e->recv[c.rid].claimed) {
+    if (e->rnic[c.rid].claimed) {
         claim_drop(e, c.rid);       /* a claim's slot is free; a cancel of it failed */
         return VS_TAG_OK;
     }
     vs_recv *r = &e->recv[c.rid];
     if (r->pending && r->where == VS_TAG_HW_CANCEL && c.ok) {
         unpost(e, c.rid);
-        e->status[c.rid] = VS_TAG_CANCELLED;
+        e->recv[c.rid].status = VS_TAG_CANCELLED;
         e->out.kinds |= VS_TAG_OUT_CANCELLED;
         e->out.cancelled[e->out.ncancelled++] = c.rid;
     }

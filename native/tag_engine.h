@@ -8,9 +8,11 @@
  * call; vs_tag_get_view fills the abstract state the conformance harness compares.
  *
  * Matching keeps MPI order in O(1) expected time per operation under any mix of wildcards:
- * every structure is split into FIFO queues whose entries all match the same envelopes, kept
- * in one hash table, and entries carry a global sequence number, so only queue heads are ever
- * candidates. Memory grows by doubling; once it has grown, no call allocates.
+ * posted receives and unexpected messages hang from fixed bucket tables, one per structure and
+ * wildcard kind, sized when the engine is created; an arriving message looks at the first
+ * entry it matches in at most four buckets, a receive or probe in one. Only the array of
+ * receive records grows (by doubling, when a job posts more receives than ever before); once
+ * it has grown, no call allocates, and vs_tag_reset keeps it.
  *
  * One engine holds no global state: engines on different threads are independent. */
 #ifndef VS_TAG_ENGINE_H
@@ -66,24 +68,21 @@ enum {
 };
 typedef struct {
     int32_t kinds;                  /* VS_TAG_OUT_* bits: the fields that are not empty */
-    int32_t nsends;
-    vs_tag_packet sends[VS_TAG_OUT_MAX];
-    int32_t nmatches;
-    vs_tag_pair matches[VS_TAG_OUT_MAX];
+    /* the counts, together (a call starts by zeroing them at once) */
+    int32_t nsends, nmatches;
     int32_t nrevoked;               /* matches undone by a NIC match of a claimed receive */
-    vs_tag_pair revoked[VS_TAG_OUT_MAX];
-    int32_t ncancelled;
-    int32_t cancelled[VS_TAG_OUT_MAX];
-    int32_t ncompletions;
-    vs_tag_completion completions[VS_TAG_OUT_MAX];
-    int32_t nreads;
-    vs_tag_read reads[VS_TAG_OUT_MAX];
-    int32_t nfins;
-    int32_t fins[VS_TAG_OUT_MAX];
+    int32_t ncancelled, ncompletions, nreads, nfins;
     int32_t nreleased;              /* mids whose sender buffer is free again */
-    int32_t released[VS_TAG_OUT_MAX];
     int32_t nprobe;                 /* 1 after a probe */
     int32_t probe;                  /* the probe's answer: a mid, or -1 for none */
+    vs_tag_packet sends[VS_TAG_OUT_MAX];
+    vs_tag_pair matches[VS_TAG_OUT_MAX];
+    vs_tag_pair revoked[VS_TAG_OUT_MAX];
+    int32_t cancelled[VS_TAG_OUT_MAX];
+    vs_tag_completion completions[VS_TAG_OUT_MAX];
+    vs_tag_read reads[VS_TAG_OUT_MAX];
+    int32_t fins[VS_TAG_OUT_MAX];
+    int32_t released[VS_TAG_OUT_MAX];
 } vs_tag_out;
 
 typedef struct { int32_t rid, mid, cancelling; } vs_tag_claim;
@@ -131,6 +130,8 @@ void vs_tag_reset(vs_tag *e);
 const char *vs_tag_error(const vs_tag *e);
 int vs_tag_error_arg(const vs_tag *e);
 
+/* The engine's output record: one address for the engine's life, holding what the last call
+ * emitted. */
 const vs_tag_out *vs_tag_emitted(const vs_tag *e);
 int vs_tag_get_view(vs_tag *e, vs_tag_view *out);
 

@@ -403,6 +403,24 @@ def _import(path: Path, name: str):
     return mod
 
 
+def test_the_engine_conforms_when_every_bucket_is_shared(tmp_path):
+    """Built with two buckets per table, each bucket holds entries of many envelopes, which
+    matching, probing, cancelling and the NIC must step over."""
+    compiler()
+    mod = _import(_load_built(tmp_path, "_tag_engine_b2", ("-DVS_TAG_MAX_BUCKETS=2",)),
+                  "_tag_engine_b2")
+
+    def factory(cfg):
+        return NativeTagEngine(cfg, mod)
+
+    for values in CONFIGS:
+        h = TagmatchHarness(build(values), factory)
+        bad = [r.mismatch for r in (h.run(random.Random(seed), 400) for seed in range(30))
+               if r.mismatch]
+        assert not bad, str(bad[0])
+    assert sum(differential(factory, STRESS, seed, 1_500) for seed in range(3)) > 2_000
+
+
 def test_the_mutants_are_numbered_in_the_source():
     text = SOURCE.read_text(encoding="utf-8")
     assert {n for n in MUTANTS if f"VS_MUTANT == {n}" in text or f"VS_MUTANT != {n}" in text

@@ -18,6 +18,7 @@
 
 struct verbspec {
     vs_tag *engine;
+    const vs_tag_out *out;     /* the engine's output record (one address for its life) */
     vs_tag_config cfg;
     int64_t *value;            /* by message id */
     int64_t **dst;             /* by receive id */
@@ -44,6 +45,7 @@ static void *vs_open(char *err, size_t len)
     v->dst = calloc((size_t)(MAX_N + 512), sizeof *v->dst);
     if (v->value == NULL || v->dst == NULL || vs_tag_create(&v->cfg, &v->engine) != VS_TAG_OK)
         goto nomem;
+    v->out = vs_tag_emitted(v->engine);
     return v;
 nomem:
     if (v != NULL) {
@@ -58,7 +60,7 @@ nomem:
 /* store the payloads of the matches the last call made */
 static void deliver_matches(struct verbspec *v)
 {
-    const vs_tag_out *out = vs_tag_emitted(v->engine);
+    const vs_tag_out *out = v->out;
 
     for (int32_t i = 0; i < out->nmatches; i++) {
         *v->dst[out->matches[i].rid] = v->value[out->matches[i].mid];
@@ -91,7 +93,7 @@ static int vs_send(void *ctx, int src, int tag, int64_t value, char *err, size_t
 
     if (rc != VS_TAG_OK)
         return fail(v, err, len, rc);
-    p = &vs_tag_emitted(v->engine)->sends[0];
+    p = &v->out->sends[0];
     v->value[p->mid] = value;
     rc = vs_tag_delivered(v->engine, p->mid, p->comm, p->src, p->tag, p->nbytes, p->kind);
     if (rc != VS_TAG_OK)
