@@ -609,11 +609,7 @@ static int read_header(vs_gate *e, const vs_gate_tcp *item)
         return fail(e, BIG_SIZE_MISMATCH, (ull)e->big_no, (ull)e->big_chunks,
                     (ull)item->chunks);
     e->big_header_done = 1;
-#if VS_MUTANT == 8
-    e->big_depth = big_window(e, e->grant);     /* ignores the peer's depth */
-#else
     e->big_depth = big_window(e, min_u(e->grant, item->depth));
-#endif
     e->phase = e->window_active ? VS_GATE_DRAIN_POST : VS_GATE_BIG_BEGIN;
     return VS_GATE_OK;
 }
@@ -665,7 +661,12 @@ int vs_gate_poll_size(vs_gate *e, uint32_t *size)
 
 static void send_completed(vs_gate *e, const vs_gate_completion *c)
 {
+#if VS_MUTANT == 8
+    if (!(c->wr_id & VS_GATE_TAG_BULK))     /* BULK sends never leave the count */
+        e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
+#else
     e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
+#endif
     if (c->wr_id & VS_GATE_TAG_BULK) {
         if (e->phase == VS_GATE_DRAIN_WAIT)
             e->drain_sends++;

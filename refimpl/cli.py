@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -245,6 +246,10 @@ def _conform_parser(c: Parser) -> None:
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for the trace of a mismatching run")
+    c.add_argument("--mutants", action="store_true",
+                   help="with --impl native: build each single-point mutant of the selected "
+                        "protocols' C engines and hold it to the spec (every edge, then random "
+                        "runs); exit 0 only if every mutant is killed")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -793,6 +798,8 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if not 0 <= args.fault_rate <= 1:
         raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
     selected = _selected(args.protocol)
+    if args.mutants:
+        return _conform_mutants(args, selected)
     if args.exhaustive and args.param:
         raise ParamError("--exhaustive runs its own configurations: no --param")
     params = _split_params(selected, args.param)
@@ -842,6 +849,37 @@ def _conform_module(proto: str) -> Any:
         return conformance
     from verbspec.refimpl import conformance_tagmatch
     return conformance_tagmatch
+
+
+def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
+    from verbspec import native
+    from verbspec.refimpl import mutants
+    from verbspec.refimpl.progress import Progress
+
+    if args.impl != "native":
+        raise InputError(f"--mutants holds the native engines' mutants: it needs --impl "
+                         f"native, not {args.impl}")
+    if args.exhaustive or args.param:
+        raise InputError("--mutants runs its own sweeps: no --exhaustive or --param")
+    if shutil.which(os.environ.get("CC") or "cc") is None:
+        raise InputError("--mutants compiles each mutant: no C compiler (cc) found")
+    for proto in selected:
+        if native.load("gate" if proto == "gate" else "tag") is None:
+            raise InputError(f"the native {proto} engine is not built here (pip install -e . "
+                             f"needs a C compiler)")
+    t0 = time.perf_counter()
+    with Progress(not args.quiet, "verbspec conform --mutants") as progress:
+        results = mutants.run_mutants(selected, progress.start)
+    report = mutants.summary(results, time.perf_counter() - t0)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        for r in results:
+            how = f"killed ({r.by}): {r.mismatch}" if r.killed else "SURVIVED"
+            print(f"{r.protocol} mutant {r.mutant}: {how} [{r.seconds} s]")
+        print(f"{report['killed']} of {report['mutants']} mutants killed in "
+              f"{report['seconds']} s")
+    return EXIT_OK if report["killed"] == report["mutants"] else EXIT_VIOLATION
 
 
 def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any,
