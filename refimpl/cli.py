@@ -714,9 +714,9 @@ def cmd_match(args: argparse.Namespace) -> int:
     return match_main(args.file)
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def _gate_run(args: argparse.Namespace) -> None:
+    """The checks shared by the commands that run gate channels: --gates and --engine."""
     from verbspec.refimpl import engines
-    from verbspec.refimpl.demo import demo_main
 
     if args.gates < 1:
         raise ParamError("--gates must be at least 1")
@@ -724,6 +724,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
         engines.check_engine(args.engine)
     except engines.EngineUnavailable as e:
         raise InputError(str(e)) from None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from verbspec.refimpl.demo import demo_main
+
+    _gate_run(args)
     return demo_main(args.gates, args.engine, args.json, args.quiet)
 
 
@@ -748,15 +754,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _soak(args: argparse.Namespace) -> int:
-    from verbspec.refimpl import engines
     from verbspec.refimpl.soak import soak_main
 
-    if args.gates < 1:
-        raise ParamError("--gates must be at least 1")
-    try:
-        engines.check_engine(args.engine)
-    except engines.EngineUnavailable as e:
-        raise InputError(str(e)) from None
+    _gate_run(args)
     return soak_main(args.gates, args.seed, args.engine, args.json)
 
 
