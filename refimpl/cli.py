@@ -255,8 +255,10 @@ def _conform_parser(c: Parser) -> None:
 
 
 def _bench_parser(b: Parser) -> None:
-    kinds = b.add_subparsers(dest="bench", required=True, metavar="BENCH", parser_class=Parser)
-    m = kinds.add_parser("match", formatter_class=HelpFormatter,
+    kinds = b.add_subparsers(dest="bench", required=True, metavar="BENCH", parser_class=Parser,
+                             help="match (tag matching), gate (the gate engine per gate) or "
+                                  "soak (the gate channel with faults)")
+    m = kinds.add_parser("match", formatter_class=HelpFormatter, epilog=EPILOG,
                          help="tag matching, ns per message: the native tag engine, UCX's "
                               "own matching and a list walk (docs/conformance.md)",
                          description="tag matching, ns per message: the native tag engine, "
@@ -271,7 +273,7 @@ def _bench_parser(b: Parser) -> None:
                         '"listwalk_ns"}]} (null where a matcher was not built)')
 
 
-    g = kinds.add_parser("gate", formatter_class=HelpFormatter,
+    g = kinds.add_parser("gate", formatter_class=HelpFormatter, epilog=EPILOG,
                          help="the gate engine's cost per decode gate: reference, native "
                               "through Python, native from C (docs/benchmarks.md)",
                          description="the gate engine's cost per decode gate: reference, "
@@ -281,7 +283,7 @@ def _bench_parser(b: Parser) -> None:
     g.add_argument("--json", action="store_true",
                    help='print {"gates", "rows": [{"engine", "interface", "ns_per_gate"}], '
                         '"refimpl_over_native_c"}')
-    so = kinds.add_parser("soak", formatter_class=HelpFormatter,
+    so = kinds.add_parser("soak", formatter_class=HelpFormatter, epilog=EPILOG,
                           help="the gate channel on the sim transport for a long run with "
                                "random faults and recovery (docs/library.md)",
                           description="the gate channel on the sim transport for a long run "

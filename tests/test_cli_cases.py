@@ -244,13 +244,19 @@ def test_an_internal_error_exits_4_and_says_it_is_a_bug(monkeypatch, capsys):
 
 
 # ------------------------------------------------------------------------------ help
-def _subparsers(parser):
+def _subparsers(parser, prefix: str = ""):
+    """Every subcommand's parser by its name, nested ones (``bench match``) included."""
     import argparse
 
+    found = {}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return action.choices
-    raise AssertionError("no subcommands")
+            for name, sub in action.choices.items():
+                found[prefix + name] = sub
+                found.update(_subparsers(sub, f"{prefix}{name} "))
+    if not found and not prefix:
+        raise AssertionError("no subcommands")
+    return found
 
 
 def option_blocks(text: str) -> dict[str, str]:
