@@ -182,13 +182,7 @@ class SimDevice:
             return
         for wr_id, region, offset, length, signaled in wrs:
             with self._lock:
-                self._check_usable()
-                if length > self.max_msg:
-                    raise DeviceError(f"post_send: wr_id {wr_id:#x}: {length} bytes exceed the "
-                                      f"{self.max_msg}-byte message cap")
-                self._check_range(region, offset, length, "post_send")
-                data = bytes(memoryview(self.regions[region])[offset:offset + length]) \
-                    if length else b""
+                data = self._send_bytes(wr_id, region, offset, length)
                 if self._fail_next:
                     self._fail_next -= 1
                     self._push(Cqe("send", wr_id, WC_REM_INV_REQ_ERR, 0))
@@ -315,12 +309,7 @@ class SimDevice:
     def _rc_post_send(self, wrs: list[tuple[int, str, int, int, bool]]) -> None:
         for wr_id, region, offset, length, signaled in wrs:
             with self._lock:
-                self._check_usable()
-                if length > self.max_msg:
-                    raise DeviceError(f"post_send: wr_id {wr_id:#x}: {length} bytes exceed the "
-                                      f"{self.max_msg}-byte message cap")
-                self._check_range(region, offset, length, "post_send")
-                data = bytes(memoryview(self.regions[region])[offset:offset + length])
+                data = self._send_bytes(wr_id, region, offset, length)
                 frame = self._rc_post(_Op("send", wr_id, length, signaled), _SEND, data)
                 drop = frame is not None and self._drop_sends > 0
                 if drop:
@@ -553,6 +542,16 @@ class SimDevice:
         else:
             self._cq.append(cqe)
         self._arrived.notify_all()
+
+    def _send_bytes(self, wr_id: int, region: str, offset: int, length: int) -> bytes:
+        """The bytes a send work request carries, after the checks the driver makes at post
+        time (the device usable, the message cap, the region's bounds)."""
+        self._check_usable()
+        if length > self.max_msg:
+            raise DeviceError(f"post_send: wr_id {wr_id:#x}: {length} bytes exceed the "
+                              f"{self.max_msg}-byte message cap")
+        self._check_range(region, offset, length, "post_send")
+        return bytes(memoryview(self.regions[region])[offset:offset + length])
 
     def _check_usable(self) -> None:
         if self._fatal is not None:
