@@ -9,6 +9,7 @@ import json
 import random
 
 import pytest
+from configs import TAGMATCH_CONFIGS
 
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import CONFORMANCE
@@ -35,13 +36,7 @@ from verbspec.spec.tagmatch.state import OK, TRUNCATED, Params
 from verbspec.spec.tagmatch.system import TagMatchSystem, build
 from verbspec.spec.tagmatch.variants import VARIANTS
 
-CONFIGS = [{}, {"capacity": 0},
-           {"senders": 2, "messages": 2, "receives": 3, "tags": 2, "capacity": 2,
-            "max_bytes": 3, "eager_limit": 1},
-           {"senders": 3, "messages": 3, "receives": 4, "tags": 2, "comms": 2, "capacity": 2,
-            "max_bytes": 3, "eager_limit": 2},
-           {"senders": 3, "messages": 3, "receives": 4, "tags": 2, "capacity": 0,
-            "max_bytes": 2, "eager_limit": 1}]
+CONFIGS = TAGMATCH_CONFIGS
 
 
 @pytest.mark.parametrize("values", CONFIGS, ids=lambda v: ",".join(f"{k}={x}" for k, x in

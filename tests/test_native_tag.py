@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from configs import TAGMATCH_CONFIGS
 from conftest import native_module, require
 
 from verbspec.refimpl.cli import main
@@ -42,13 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "native" / "tag_engine.c"
 WARNINGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic"]
 
-CONFIGS = [{}, {"capacity": 0},
-           {"senders": 2, "messages": 2, "receives": 3, "tags": 2, "capacity": 2,
-            "max_bytes": 3, "eager_limit": 1},
-           {"senders": 3, "messages": 3, "receives": 4, "tags": 2, "comms": 2, "capacity": 2,
-            "max_bytes": 3, "eager_limit": 2},
-           {"senders": 3, "messages": 3, "receives": 4, "tags": 2, "capacity": 0,
-            "max_bytes": 2, "eager_limit": 1}]
+CONFIGS = TAGMATCH_CONFIGS
 
 
 @pytest.fixture(scope="module")
