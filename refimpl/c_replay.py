@@ -271,7 +271,11 @@ class Drivers:
         own params and variants; TraceFormatError naming what is wrong with the file."""
         from verbspec.proofs.traces import read_moves
 
-        meta, moves = read_moves(path)
+        try:
+            meta, moves = read_moves(path)
+        except TraceFormatError as e:
+            raise TraceFormatError(e if str(e).startswith(str(path)) else f"{path}: {e}"
+                                   ) from None
         proto = meta.get("protocol")
         if proto not in protocols.MODULES:
             raise TraceFormatError(f"{path}: $.#meta.protocol: unknown protocol {proto!r}")

@@ -226,8 +226,11 @@ int rp_header(rp_script *s, const char *engine, const char *const *names, size_t
               uint64_t *values)
 {
     int r = rp_next(s);
+    if (r == 0)
+        snprintf(s->err, sizeof s->err, "%s: empty script: expected 'verbspec-replay %s'",
+                 s->path, engine);
     if (r <= 0)
-        return r < 0 ? -1 : rp_fail(s, "empty script: expected 'verbspec-replay %s'", engine);
+        return -1;
     if (s->ntok != 2 || strcmp(s->tok[0], "verbspec-replay") != 0 || s->nwant != 0)
         return rp_fail(s, "expected 'verbspec-replay %s'", engine);
     if (strcmp(s->tok[1], engine) != 0)
