@@ -81,9 +81,9 @@ static void put_emitted(rp_fields *f, const vs_gate_emitted *e)
 
 static void put_views(rp_fields *f, vs_gate *const rank[2])
 {
+    static const char *const PREFIX[2] = {"r0.", "r1."};
     for (int r = 0; r < 2; r++) {
-        char p[8];
-        snprintf(p, sizeof p, "r%d.", r);
+        const char *p = PREFIX[r];
         vs_gate_view v;
         vs_gate_get_view(rank[r], &v);
         rp_text_field(f, p, "phase", vs_gate_phase_name(v.phase));
