@@ -13,8 +13,6 @@ cannot be built is named on stderr with the reason, and its column is null.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from verbspec import native
+from verbspec.refimpl import cprogram
+from verbspec.refimpl.cprogram import BuildError
 from verbspec.refimpl.gate_engine import Completion
 from verbspec.spec.gate.state import WINDOW_BARRIER
 from verbspec.spec.gate.wire import TcpItem
@@ -34,7 +34,7 @@ CFLAGS = ("-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra")
 MATCHERS = ("verbspec", "ucx", "listwalk")
 
 
-class BenchError(RuntimeError):
+class BenchError(BuildError):
     """The harness could not be built or run: the message says why."""
 
 
@@ -59,28 +59,24 @@ OPTIONAL = (
 
 
 def compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise BenchError("no C compiler found (set CC, or install gcc)")
-    return cc
+    try:
+        return cprogram.compiler()
+    except BuildError as e:
+        raise BenchError(str(e)) from None
 
 
-def _compile(cc: str, out: Path, matchers: list[Optional]) -> subprocess.CompletedProcess:
+def _compile(out: Path, matchers: list[Optional]) -> subprocess.CompletedProcess:
     sources = [BENCH / "match_bench.c", BENCH / "match_listwalk.c"]
-    cmd = [cc, *CFLAGS, f"-I{NATIVE}", f"-I{BENCH}", "-o", str(out)]
     for m in matchers:
-        cmd.append(f"-D{m.define}")
         sources.extend(m.sources)
-    cmd += [str(s) for s in sources]
-    for m in matchers:
-        cmd += m.libs
-    return subprocess.run(cmd, capture_output=True, text=True)
+    return cprogram.compile_c(out, sources, (*CFLAGS, *(f"-D{m.define}" for m in matchers)),
+                              (NATIVE, BENCH), tuple(lib for m in matchers for lib in m.libs))
 
 
 def build(workdir: Path) -> tuple[Path, dict[str, str]]:
     """Compile the harness with every optional matcher that builds here; (binary, reasons the
     others were left out)."""
-    cc = compiler()
+    compiler()
     out = workdir / "bench_match"
     left_out: dict[str, str] = {}
     chosen = []
@@ -88,13 +84,13 @@ def build(workdir: Path) -> tuple[Path, dict[str, str]]:
         if not all(s.exists() for s in m.sources):
             left_out[m.name] = f"not built: {m.missing} missing"
             continue
-        trial = _compile(cc, workdir / f"probe_{m.name}", [m])
+        trial = _compile(workdir / f"probe_{m.name}", [m])
         if trial.returncode != 0:
             first = (trial.stderr.strip().splitlines() or ["(no message)"])[0]
             left_out[m.name] = f"not built: needs {m.missing}: {first}"
             continue
         chosen.append(m)
-    done = _compile(cc, out, chosen)
+    done = _compile(out, chosen)
     if done.returncode != 0:
         raise BenchError(f"the harness did not compile:\n{done.stderr.strip()}")
     return out, left_out
@@ -173,12 +169,11 @@ def _gate_through_python(engine: Any, n: int) -> float:
 
 def _gate_in_c(n: int) -> float:
     """ns per gate of the C engine driven by the C loop of native/bench/gate_loop.c."""
-    cc = compiler()
+    compiler()
     with tempfile.TemporaryDirectory(prefix="verbspec-bench-") as tmp:
         exe = Path(tmp) / "bench_gate"
-        done = subprocess.run([cc, *CFLAGS, f"-I{NATIVE}", "-o", str(exe),
-                               str(BENCH / "gate_loop.c"), str(NATIVE / "gate_engine.c")],
-                              capture_output=True, text=True)
+        done = cprogram.compile_c(exe, (BENCH / "gate_loop.c", NATIVE / "gate_engine.c"),
+                                  CFLAGS, (NATIVE,))
         if done.returncode != 0:
             raise BenchError(f"the gate loop did not compile:\n{done.stderr.strip()}")
         run = subprocess.run([str(exe), str(n)], capture_output=True, text=True)

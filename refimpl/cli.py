@@ -250,6 +250,18 @@ def _conform_parser(c: Parser) -> None:
                    help="with --impl native: build each single-point mutant of the selected "
                         "protocols' C engines and hold it to the spec (every edge, then random "
                         "runs); exit 0 only if every mutant is killed")
+    c.add_argument("--c-driver", action="store_true",
+                   help="with --impl native: also replay each run's trace through the C "
+                        "replay driver of its protocol (native/replay/), which calls the "
+                        "engine through its C header; --json adds c_driver: traces, steps, "
+                        "mismatches")
+    c.add_argument("--replay", type=Path, nargs="+", default=None, metavar="FILE",
+                   help="with --c-driver: instead of random runs, replay these ITF traces "
+                        "through the C drivers (each on its own protocol, params and "
+                        "variants)")
+    c.add_argument("--driver-cflags", default="", metavar="FLAGS",
+                   help="with --c-driver: extra compiler flags for the drivers, e.g. "
+                        "'-fsanitize=address,undefined'")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -800,8 +812,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if not 0 <= args.fault_rate <= 1:
         raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
     selected = _selected(args.protocol)
+    _check_c_driver(args)
     if args.mutants:
         return _conform_mutants(args, selected)
+    if args.replay:
+        return _conform_c_replay(args)
     if args.exhaustive and args.param:
         raise ParamError("--exhaustive runs its own configurations: no --param")
     params = _split_params(selected, args.param)
@@ -814,17 +829,26 @@ def cmd_conform(args: argparse.Namespace) -> int:
         mod = protocols.load(proto)
         jobs.append((proto, factory, mod.build(parse_assignments(mod.PARAMS, params[proto]))))
     check_dir(args.trace_dir, "--trace-dir")
-    reports = []
-    with Progress(enabled=not args.quiet, label="verbspec conform") as progress:
+    reports, tallies = [], []
+    with Progress(enabled=not args.quiet, label="verbspec conform") as progress, \
+            _drivers(args) as drivers:
         for proto, factory, system in jobs:
             progress.start(f"{args.impl} against the {proto} spec")
-            reports.append(_conform_one(args, proto, factory, system, progress.note))
+            each = None
+            if drivers is not None:
+                from verbspec.refimpl.c_replay import Tally, recorder
+
+                tallies.append(Tally())
+                each = recorder(drivers, system, tallies[-1], args.trace_dir)
+            reports.append(_conform_one(args, proto, factory, system, progress.note, each))
             progress.done()
     out = []
-    for rep in reports:
+    for k, rep in enumerate(reports):
         path = (save_counterexample(rep.trace, args.trace_dir, "conform")
                 if rep.mismatch is not None and rep.trace is not None else None)
         out.append({**rep.as_json(), "trace": path})
+        if tallies:
+            out[-1]["c_driver"] = tallies[k].as_json()
     if args.json:
         print(json.dumps(out[0] if len(out) == 1 else
                          {"results": out, "mismatches": sum(o["mismatches"] for o in out)},
@@ -841,7 +865,88 @@ def cmd_conform(args: argparse.Namespace) -> int:
                 print(f"mismatch: {rep.mismatch}\n  trace: {o['trace']}")
             else:
                 print("no mismatch")
-    return EXIT_VIOLATION if any(r.mismatch is not None for r in reports) else EXIT_OK
+            if "c_driver" in o:
+                _print_c_driver(rep.protocol, o["c_driver"])
+    bad = any(r.mismatch is not None for r in reports) or any(t.mismatch for t in tallies)
+    return EXIT_VIOLATION if bad else EXIT_OK
+
+
+def _check_c_driver(args: argparse.Namespace) -> None:
+    """--c-driver, --replay and --driver-cflags: what they need and what they exclude."""
+    if args.replay and not args.c_driver:
+        raise InputError("--replay replays traces through the C drivers: it needs --c-driver")
+    if args.driver_cflags and not args.c_driver:
+        raise InputError("--driver-cflags builds the C drivers: it needs --c-driver")
+    if not args.c_driver:
+        return
+    if args.impl != "native":
+        raise InputError(f"--c-driver replays through the native engines' C ABI: it needs "
+                         f"--impl native, not {args.impl}")
+    if args.mutants or args.exhaustive:
+        raise InputError("--c-driver replays random runs or --replay files: no --mutants or "
+                         "--exhaustive")
+    if args.replay and args.param:
+        raise InputError("--replay runs each trace with its own params: no --param")
+    from verbspec.refimpl.cprogram import BuildError, compiler
+
+    try:
+        compiler()
+    except BuildError as e:
+        raise InputError(f"--c-driver compiles the drivers: {e}") from None
+
+
+class _NoDrivers:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _drivers(args: argparse.Namespace) -> Any:
+    """The C drivers (built on first use) where --c-driver asks for them."""
+    if not args.c_driver:
+        return _NoDrivers()
+    import shlex
+
+    from verbspec.refimpl.c_replay import Drivers
+
+    return Drivers(shlex.split(args.driver_cflags))
+
+
+def _print_c_driver(protocol: str, c: dict[str, Any]) -> None:
+    print(f"C driver, {protocol}: {c['traces']} traces replayed, {c['steps']:,} steps, "
+          f"{c['seconds']:.1f}s")
+    if c["mismatch"]:
+        print(f"C driver mismatch: {c['mismatch']}\n  trace: {c['trace']}")
+    else:
+        print("C driver: no mismatch")
+
+
+def _conform_c_replay(args: argparse.Namespace) -> int:
+    """--c-driver --replay FILE ...: each ITF trace through the C driver of its protocol."""
+    from verbspec.refimpl.c_replay import Tally
+
+    tally, files = Tally(), []
+    t0 = time.perf_counter()
+    with _drivers(args) as drivers:
+        for path in args.replay:
+            rep = drivers.replay_file(path)
+            tally.add(rep, str(path))
+            files.append({"file": str(path), "protocol": rep.protocol, "steps": rep.steps,
+                          "mismatch": rep.mismatch})
+    tally.seconds = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps({"impl": args.impl, "c_driver": tally.as_json(), "files": files},
+                         indent=1))
+    else:
+        for f in files:
+            what = f"mismatch: {f['mismatch']}" if f["mismatch"] else \
+                f"agreed on {f['steps']:,} steps"
+            print(f"{f['file']} ({f['protocol']}): {what}")
+        print(f"C driver: {tally.traces} traces, {tally.steps:,} steps, "
+              f"{int(tally.mismatch is not None)} with a mismatch, {tally.seconds:.1f}s")
+    return EXIT_VIOLATION if any(f["mismatch"] for f in files) else EXIT_OK
 
 
 def _conform_module(proto: str) -> Any:
@@ -885,17 +990,17 @@ def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
 
 
 def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any,
-                 note: Any) -> Any:
+                 note: Any, each: Any = None) -> Any:
     mod = _conform_module(proto)
     if args.exhaustive:
         return mod.conform_every_edge(factory, args.impl, progress=note)
     if proto == "gate":
         return mod.conform(system, factory, args.impl, sequences=args.examples,
                            steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,
-                           progress=note)
+                           progress=note, each=each)
     # the tag-matching spec has no fault actions: --fault-rate does not apply
     return mod.conform(system, factory, args.impl, sequences=args.examples, steps=args.steps,
-                       seed=args.seed, progress=note)
+                       seed=args.seed, progress=note, each=each)
 
 
 def _replay_impl(impl: str, proto: str, system: Any,

@@ -118,6 +118,60 @@ def _completion(c: Any) -> Completion:
     return Completion(c.opcode, c.wr_id, fb.WC_STATUS_CODE[c.status], c.byte_len)
 
 
+@dataclass(frozen=True)
+class Call:
+    """The implementation call a spec step means: ``method`` of GateImpl on rank ``rank``
+    with ``args``. A reap first checks the poll: ``poll`` is (entries the CQ holds, entries
+    the spec's poll took)."""
+
+    rank: int
+    method: str
+    args: tuple = ()
+    poll: tuple[int, int] | None = None
+
+
+def call_of(pre: GateState, name: str, args: tuple, obs: Observation) -> Call | None:
+    """Which call of a rank's implementation the spec step ``name(args)`` from ``pre`` with
+    observation ``obs`` is; None for a step no rank takes (the fabric's, or a fault that only
+    puts an entry in a CQ)."""
+    if name in WORLD:
+        return None
+    rank = args[0]
+    if name == SETUP:
+        return Call(rank, "setup")
+    if name in CALLS:
+        return Call(rank, "call_gate", tuple(args[1:]))
+    if name == CALL_BIG:
+        return Call(rank, "call_big", (args[1],))
+    if name == CONSUME:
+        return Call(rank, "consume")
+    if name in READS:
+        return Call(rank, "tcp_read", (obs.tcp_in[0],))
+    if name == REAP:
+        return Call(rank, "completions", (tuple(_completion(c) for c in obs.polled),),
+                    (len(pre.fabric.qps[rank].cq), len(obs.polled)))
+    if name == TIMEOUT:
+        return Call(rank, "timeout")
+    if name == PEER_GONE:
+        return Call(rank, "peer_closed")
+    if name == CRASH:
+        return Call(rank, "crash")
+    return Call(rank, "advance")
+
+
+# what a step emits, compared field by field: (name in a mismatch, attribute of Observation
+# and of Emitted)
+EMISSION = (("receives posted", "recvs"), ("sends posted", "sends"), ("TCP writes", "tcp_out"),
+            ("result", "result"), ("log", "log"))
+
+
+def emission(e: Observation | Emitted) -> tuple[tuple[str, Any], ...]:
+    """The emitted fields of a spec observation or an implementation's Emitted, in the one
+    form both are compared in."""
+    return tuple((what, tuple(map(_wr, getattr(e, attr))) if attr in ("recvs", "sends")
+                  else getattr(e, attr)) for what, attr in EMISSION)
+
+
 def recorded(system: Any, moves: Sequence[tuple[str, dict[str, Any]]]
              ) -> Callable[[Any, int], tuple[Action, tuple] | None]:
     """A harness's step chooser that takes a trace's recorded moves in turn; ValueError
@@ -170,45 +224,27 @@ class GateHarness:
                 args: tuple, obs: Observation) -> Emitted | None:
         """Hand one spec step to the implementation it belongs to; what it emitted (None when
         no rank acts). Raises Disagreement where it differs before it acts."""
-        if name in WORLD:
+        call = call_of(pre, name, args, obs)
+        if call is None:
             return None
-        impl = impls[args[0]]
-        if name == SETUP:
-            return impl.setup()
-        if name in CALLS:
-            return impl.call_gate(*args[1:])
-        if name == CALL_BIG:
-            return impl.call_big(args[1])
-        if name == CONSUME:
-            return impl.consume()
-        if name in READS:
-            return impl.tcp_read(obs.tcp_in[0])
-        if name == REAP:
+        impl = impls[call.rank]
+        if call.poll is not None:
             # the implementation polls as many as it asks for, up to what the CQ holds
-            asked = min(impl.poll_size(), len(pre.fabric.qps[args[0]].cq))
-            if asked != len(obs.polled):
-                raise Disagreement("completions polled", len(obs.polled), asked)
-            return impl.completions(tuple(_completion(c) for c in obs.polled))
-        if name == TIMEOUT:
-            return impl.timeout()
-        if name == PEER_GONE:
-            return impl.peer_closed()
-        if name == CRASH:
+            held, polled = call.poll
+            asked = min(impl.poll_size(), held)
+            if asked != polled:
+                raise Disagreement("completions polled", polled, asked)
+        if call.method == "crash":
             impl.crash()
             return Emitted()
-        return impl.advance()
+        return getattr(impl, call.method)(*call.args)
 
     @staticmethod
     def compare(obs: Observation, got: Emitted | None, impls: Sequence[GateImpl]
                 ) -> tuple[str, Any, Any] | None:
         """The first field in which the implementation differs from the spec's observation."""
         if got is not None:
-            for what, want, have in (
-                    ("receives posted", tuple(map(_wr, obs.recvs)), tuple(map(_wr, got.recvs))),
-                    ("sends posted", tuple(map(_wr, obs.sends)), tuple(map(_wr, got.sends))),
-                    ("TCP writes", obs.tcp_out, got.tcp_out),
-                    ("result", obs.result, got.result),
-                    ("log", obs.log, got.log)):
+            for (what, want), (_, have) in zip(emission(obs), emission(got), strict=True):
                 if want != have:
                     return what, want, have
         for r, impl in enumerate(impls):
@@ -407,9 +443,11 @@ def resolve_module(impl: str) -> Callable[..., Any]:
 
 def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, steps: int,
             seed: int = 0, fault_rate: float = FAULT_RATE,
-            progress: Callable[[str], None] | None = None) -> Report:
+            progress: Callable[[str], None] | None = None,
+            each: Callable[[Run], bool] | None = None) -> Report:
     """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
-    differs; that run is kept, ending at its first mismatching step."""
+    differs; that run is kept, ending at its first mismatching step. ``each``, where given,
+    sees every run as it ends and ends the runs by returning False."""
     harness = GateHarness(system, factory)
     out = Report(impl, system.protocol, actions_total=len(system.actions))
     t0 = time.perf_counter()
@@ -419,6 +457,8 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
         out.actions.update(run.actions)
         for m, v in run.reached.items():
             out.reached[m] = max(out.reached.get(m, 0), v)
+        if each is not None and not each(run):
+            break
         if run.mismatch is not None:
             out.mismatch, out.trace = run.mismatch, run.trace
             break

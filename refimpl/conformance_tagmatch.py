@@ -149,11 +149,38 @@ def spec_view(system: TagMatchSystem, s: State) -> EngineView:
                       (e.sw_count, e.sent_count, e.reported, e.synced))
 
 
+# emissions compared as sets: one step may emit several in any order
+UNORDERED = ("completions", "released")
+
+
 def _norm(em: Emitted) -> Emitted:
     """Emissions compared as sets where one step may emit several in any order."""
-    return Emitted(*(tuple(sorted(v, key=repr)) if f in ("completions", "released") else v
+    return Emitted(*(tuple(sorted(v, key=repr)) if f in UNORDERED else v
                      for f, v in zip(EMITTED_FIELDS, (getattr(em, f) for f in EMITTED_FIELDS),
                                      strict=True)))
+
+
+# one spec action per implementation call: action -> (TagImpl method, how many of the
+# step's arguments it takes, from the first)
+_CALLS = {SEND: ("send", 4), POST: ("post_recv", 4), CANCEL: ("cancel", 1),
+          PROBE: ("probe", 3), READ: ("start_read", 1), READ_DONE: ("read_done", 1),
+          FIN: ("send_fin", 1), HW_OP: ("hw_op", 0), SW_COMPLETE: ("sw_complete", 0),
+          SW_SYNC: ("sw_sync", 0)}
+
+
+def call_of(system: TagMatchSystem, pre: State, name: str, args: tuple
+            ) -> tuple[str, tuple]:
+    """Which call of the implementation the spec step ``name(args)`` from ``pre`` is: (the
+    TagImpl method, its arguments). A delivery hands over the packet at the head of the
+    sender's wire, a FIN's arrival the mid at the head of the wire back to the sender."""
+    if name == DELIVER:
+        return "delivered", (_packet(system, pre, _wire_head(pre, sender_qp(args[0]))),)
+    if name == FIN_ARRIVE:
+        return "fin", (_wire_head(pre, fb.peer_of(sender_qp(args[0]))),)
+    if name not in _CALLS:
+        raise ValueError(f"no call of the implementation takes the spec's {name!r} step")
+    method, n = _CALLS[name]
+    return method, tuple(args[:n])
 
 
 class TagmatchHarness:
@@ -169,32 +196,8 @@ class TagmatchHarness:
 
     def deliver(self, impl: TagImpl, pre: State, name: str, args: tuple) -> Emitted:
         """Hand one spec step to the implementation; what it emitted."""
-        if name == SEND:
-            return impl.send(*args)
-        if name == DELIVER:
-            return impl.delivered(_packet(self.system, pre,
-                                          _wire_head(pre, sender_qp(args[0]))))
-        if name == POST:
-            return impl.post_recv(*args)
-        if name == CANCEL:
-            return impl.cancel(args[0])
-        if name == PROBE:
-            return impl.probe(*args)
-        if name == READ:
-            return impl.start_read(args[0])
-        if name == READ_DONE:
-            return impl.read_done(args[0])
-        if name == FIN:
-            return impl.send_fin(args[0])
-        if name == FIN_ARRIVE:
-            return impl.fin(_wire_head(pre, fb.peer_of(sender_qp(args[0]))))
-        if name == HW_OP:
-            return impl.hw_op()
-        if name == SW_COMPLETE:
-            return impl.sw_complete()
-        if name == SW_SYNC:
-            return impl.sw_sync()
-        raise ValueError(f"no call of the implementation takes the spec's {name!r} step")
+        method, call_args = call_of(self.system, pre, name, args)
+        return getattr(impl, method)(*call_args)
 
     def compare(self, want: Emitted, got: Emitted, impl: TagImpl, post: State
                 ) -> tuple[str, Any, Any] | None:
@@ -319,10 +322,11 @@ def resolve(impl: str) -> Factory:
 
 
 def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: int,
-            steps: int, seed: int = 0, progress: Callable[[str], None] | None = None
-            ) -> Report:
+            steps: int, seed: int = 0, progress: Callable[[str], None] | None = None,
+            each: Callable[[Run], bool] | None = None) -> Report:
     """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
-    differs; that run is kept, ending at its first mismatching step."""
+    differs; that run is kept, ending at its first mismatching step. ``each``, where given,
+    sees every run as it ends and ends the runs by returning False."""
     harness = TagmatchHarness(system, factory)
     out = Report(impl, system.protocol, actions_total=len(system.actions))
     t0 = time.perf_counter()
@@ -332,6 +336,8 @@ def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: i
         out.actions.update(run.actions)
         for m, v in run.reached.items():
             out.reached[m] = max(out.reached.get(m, 0), v)
+        if each is not None and not each(run):
+            break
         if run.mismatch is not None:
             out.mismatch, out.trace = run.mismatch, run.trace
             break
