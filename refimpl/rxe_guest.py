@@ -482,16 +482,16 @@ class RxeGuest:
             raise ValueError("run: argv is empty")
         if timeout <= 0:
             raise ValueError(f"run: timeout must be positive, got {timeout}")
-        self._count += 1
-        cid = str(self._count)
-        box = Path(self._xfer.name) / cid
-        box.mkdir()
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp",
                 "LANG": "C.UTF-8", "TERM": "dumb"}
         base.update(env or {})
         for k in base:
             if not k.isidentifier():
                 raise ValueError(f"run: environment name {k!r} is not a shell identifier")
+        self._count += 1
+        cid = str(self._count)
+        box = Path(self._xfer.name) / cid
+        box.mkdir()
         script = [f"cd {shlex.quote(str(cwd or self.work_dir))} || exit 125"]
         script += [f"export {k}={shlex.quote(v)}" for k, v in base.items()]
         script.append(f"exec timeout -k 5 {timeout:g} " + shlex.join(argv))

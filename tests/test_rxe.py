@@ -26,6 +26,22 @@ def test_the_guest_runs_a_command_in_the_checkout_and_returns_its_code_and_outpu
     assert (res.returncode, res.stdout, res.stderr) == (7, "out\n", "err\n")
 
 
+def test_a_command_past_its_timeout_is_ended_and_the_guest_goes_on(rxe_guest):
+    res = rxe_guest.run(["sleep", "60"], timeout=2)
+    assert res.returncode == 124 and res.seconds < 30
+    assert rxe_guest.run(["true"]).returncode == 0
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"argv": []}, "argv is empty"),
+    ({"argv": ["true"], "timeout": 0}, "timeout must be positive, got 0"),
+    ({"argv": ["true"], "env": {"A-B": "1"}}, "environment name 'A-B' is not a shell identifier"),
+])
+def test_run_refuses_bad_arguments_naming_them(rxe_guest, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        rxe_guest.run(**kwargs)
+
+
 def test_the_guest_has_the_rxe_devices_up(rxe_guest):
     res = rxe_guest.run(["rdma", "link", "show"])
     assert res.returncode == 0, res.stderr
