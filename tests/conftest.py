@@ -34,6 +34,14 @@ def native_module(engine: str):
     return mod
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with the rxe tier selected (``-m rxe``): one worker. Its tests share one guest
+    per process, and a second guest on two cores would boot both slower; pytest 9 ignores
+    xdist_group (its node ids can no longer be suffixed), so grouping cannot do this."""
+    expr = config.getoption("markexpr") or ""
+    return 1 if "rxe" in expr.replace("not rxe", "") else None
+
+
 @pytest.fixture(scope="session")
 def rxe_guest():
     """One qemu guest with soft-RoCE devices for the whole session, the checkout shared at its

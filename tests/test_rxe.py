@@ -14,8 +14,7 @@ from conftest import require
 from verbspec.refimpl import rxe_guest as rg
 from verbspec.refimpl import verbs_facts
 
-# one guest per session: the group keeps these tests on one xdist worker
-pytestmark = [pytest.mark.rxe, pytest.mark.xdist_group("rxe")]
+pytestmark = pytest.mark.rxe
 
 #: sender and receiver devices: two rxe devices across the veth pair, and one on lo
 LINKS = {"veth": ("rxe0", "rxe1"), "lo": ("rxe_lo", "rxe_lo")}
