@@ -310,11 +310,19 @@ def prepare(cache: Path | None = None, log=None) -> GuestImage:
     harness builds a new one beside the old."""
     check_host()
     cache = cache or cache_dir()
-    name, version = kernel_package()
-    home = cache / f"{name}_{version}"
-    kernel = home / "vmlinuz"
     busybox = BUSYBOX.read_bytes()
     key = hashlib.sha256(repr(MODULES).encode() + INIT.encode() + busybox).hexdigest()[:16]
+    try:
+        name, version = kernel_package()
+    except MissingPrerequisite:
+        # apt's lists are gone (apt-get clean, a slim image): an image prepared before will do
+        ready = sorted(d for d in cache.glob(f"{KERNEL_META.rsplit('-', 1)[0]}-*_*")
+                       if (d / "vmlinuz").exists() and (d / f"initramfs-{key}.cpio").exists())
+        if not ready:
+            raise
+        name, version = ready[-1].name.split("_", 1)
+    home = cache / f"{name}_{version}"
+    kernel = home / "vmlinuz"
     initramfs = home / f"initramfs-{key}.cpio"
     if kernel.exists() and initramfs.exists():
         return GuestImage(name, version, kernel, initramfs)
