@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 #: the Debian meta-package whose dependency names the kernel the guest boots
@@ -375,7 +375,6 @@ class RxeGuest:
     _xfer: tempfile.TemporaryDirectory
     _buf: bytes = b""
     _count: int = 0
-    _env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls, work_dir: Path, shares: Sequence[Path] = (), boot_timeout: float = 240.0,
