@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,29 @@ def native_module(engine: str):
     require("native", None if mod is not None else
             f"the native {engine} engine is not built (pip install -e . needs a C compiler)")
     return mod
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` with the rxe tier selected (``-m rxe``): one worker. Its tests share one guest
+    per process, and a second guest on two cores would boot both slower; pytest 9 ignores
+    xdist_group (its node ids can no longer be suffixed), so grouping cannot do this."""
+    expr = config.getoption("markexpr") or ""
+    return 1 if "rxe" in expr.replace("not rxe", "") else None
+
+
+@pytest.fixture(scope="session")
+def rxe_guest():
+    """One qemu guest with soft-RoCE devices for the whole session, the checkout shared at its
+    own path (docs/verbs.md). Skips, naming what is missing, unless VERBSPEC_REQUIRE_RXE=1; a
+    guest that does not boot is an error, not a skip."""
+    from verbspec.refimpl import rxe_guest as rg
+
+    try:
+        image = rg.prepare()
+    except rg.MissingPrerequisite as exc:
+        require("rxe", str(exc))
+    with rg.RxeGuest.start(Path(__file__).resolve().parents[1], image=image) as guest:
+        yield guest
 
 
 @pytest.fixture(params=sorted(protocols.MODULES))
