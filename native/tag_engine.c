@@ -45,13 +45,17 @@
 #endif
 
 /* The matching path's helpers are inlined into every call that uses them; refusals are kept
- * out of the way. */
+ * out of the way (COLD), and so are the paths a call takes only when it must do more than its
+ * usual work (APART: growing, offload), so that the usual path's code stays small and keeps
+ * its values in registers. */
 #if defined(__GNUC__)
 #define HOT static inline __attribute__((always_inline))
 #define COLD static __attribute__((cold, noinline))
+#define APART static __attribute__((noinline))
 #else
 #define HOT static inline
 #define COLD static
+#define APART static
 #endif
 
 /* Wildcard kinds: bit 0, any source; bit 1, any tag. */
@@ -76,8 +80,8 @@ typedef struct {
     int32_t comm, src, tag, nbytes;
     int32_t matched_to;             /* the rid it matched, or -1 */
     uint8_t kind, stage;
-    bool sent, arrived, fin_out, unexpected, released;
-    uint8_t unused[5];
+    bool sent, arrived, fin_out, released;
+    uint8_t unused[6];
 } vs_msg;
 
 /* A message's unexpected lists (its four buckets, then the arrival list), its key there and
@@ -433,9 +437,10 @@ HOT void l_unlink(void *base, size_t size, size_t off, vs_list *l, int32_t id)
  * from the tail when it is older (a message put back after a revoked match). */
 HOT void unx_insert(vs_tag *e, int set, vs_list *l, int32_t mid)
 {
+    /* without offload every message is newer than those before it */
     vs_mlink *ml = e->mlink;
     int64_t key = ml[mid].useq;
-    if (l->tail < 0 || ml[l->tail].useq < key) {
+    if (!e->offload || l->tail < 0 || ml[l->tail].useq < key) {
         l_append(MSG_SET(set), l, mid);
         return;
     }
@@ -459,13 +464,13 @@ HOT vs_list *posted_bucket(const vs_tag *e, const vs_recv *r)
     return bucket_of(e, &e->posted[r->kind], r->kind, r->comm, r->src, r->tag);
 }
 
-HOT void posted_add(vs_tag *e, int32_t rid)
+/* Receive rid, of kind k and envelope (comm, src, tag), joins its posted bucket. */
+HOT void posted_add(vs_tag *e, int32_t rid, int k, int32_t comm, int32_t src, int32_t tag)
 {
-    vs_recv *r = &e->recv[rid];
-    r->pending = 1;
-    l_append(RECV_Q, posted_bucket(e, r), rid);
-    e->npost[r->kind]++;
-    e->post_on |= 1u << r->kind;
+    e->recv[rid].pending = 1;
+    l_append(RECV_Q, bucket_of(e, &e->posted[k], k, comm, src, tag), rid);
+    if (e->npost[k]++ == 0)
+        e->post_on |= 1u << k;
     e->npending++;
 }
 
@@ -566,7 +571,6 @@ HOT void unx_index(vs_tag *e, int k, int32_t mid)
 HOT void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
 {
     e->mlink[mid].useq = key;
-    e->msg[mid].unexpected = true;
     unsigned on = e->unx_on;        /* each kind written out, to be compiled for it */
     if (on & (1u << K_EXACT))
         unx_index(e, K_EXACT, mid);
@@ -583,7 +587,6 @@ HOT void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
 HOT void unexpected_take(vs_tag *e, int32_t mid)
 {
     const vs_mlink *ml = &e->mlink[mid];
-    e->msg[mid].unexpected = false;
     unsigned on = e->unx_on;
     if (on & (1u << K_EXACT))
         l_unlink(MSG_SET(K_EXACT), &e->unx[K_EXACT].b[ml->bucket[K_EXACT]], mid);
@@ -999,7 +1002,8 @@ HOT int check_sent(vs_tag *e, int64_t mid)
 HOT void emit_released(vs_tag *e, int32_t mid)
 {
     e->out.kinds |= VS_TAG_OUT_RELEASED;
-    e->out.released[e->out.nreleased++] = mid;
+    e->out.nreleased = 1;
+    e->out.released[0] = mid;
 }
 
 HOT int32_t code_of(const vs_tag *e, int32_t rid, int32_t mid)
@@ -1023,16 +1027,19 @@ HOT void matched(vs_tag *e, int32_t rid, int32_t mid, int32_t revoked_rid,
         e->msg[revoked_mid].stage = VS_TAG_IDLE;
         e->msg[revoked_mid].matched_to = -1;
         e->out.kinds |= VS_TAG_OUT_REVOKED;
-        e->out.revoked[e->out.nrevoked++] = (vs_tag_pair){revoked_rid, revoked_mid};
+        e->out.nrevoked = 1;
+        e->out.revoked[0] = (vs_tag_pair){revoked_rid, revoked_mid};
     }
     e->recv[rid].status = mid;
     e->msg[mid].matched_to = rid;
     e->out.kinds |= VS_TAG_OUT_MATCHES;
-    e->out.matches[e->out.nmatches++] = (vs_tag_pair){rid, mid};
+    e->out.nmatches = 1;
+    e->out.matches[0] = (vs_tag_pair){rid, mid};
     if (e->msg[mid].kind == VS_TAG_EAGER) {
         e->recv[rid].completion = code_of(e, rid, mid);
         e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
-        e->out.completions[e->out.ncompletions++] =
+        e->out.ncompletions = 1;
+        e->out.completions[0] =
             (vs_tag_completion){rid, e->recv[rid].completion};
     } else {
         e->msg[mid].stage = VS_TAG_NEED_READ;
@@ -1142,8 +1149,9 @@ int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nb
     m->kind = nbytes <= e->cfg.eager_limit ? VS_TAG_EAGER : VS_TAG_RNDV;
 #endif
     e->out.kinds |= VS_TAG_OUT_SENDS;
-    e->out.sends[e->out.nsends++] = (vs_tag_packet){mid, m->comm, m->src, m->tag, m->nbytes,
-                                                    m->kind};
+    e->out.nsends = 1;
+    e->out.sends[0] = (vs_tag_packet){mid, (int32_t)comm, (int32_t)sender, (int32_t)tag,
+                                      (int32_t)nbytes, m->kind};
     return VS_TAG_OK;
 }
 
@@ -1192,7 +1200,7 @@ HOT void arrive(vs_tag *e, int32_t mid)
 
 /* A message reaches the NIC: matching is held until software's count covers every reported
  * message. */
-static int delivered_offload(vs_tag *e, int32_t mid)
+APART int delivered_offload(vs_tag *e, int32_t mid)
 {
     if (reserve_cqe(e))
         return nomem(e);
@@ -1224,37 +1232,71 @@ static int delivered_offload(vs_tag *e, int32_t mid)
     return VS_TAG_OK;
 }
 
+/* A message that arrived (without offload) takes the earliest pending receive it matches
+ * (delivered_any), or joins the unexpected messages (delivered_unexpected). */
+APART int delivered_unexpected(vs_tag *e, int32_t mid)
+{
+    unexpected_add(e, mid, ++e->order);
+    return VS_TAG_OK;
+}
+
+APART int delivered_any(vs_tag *e, int32_t mid)
+{
+    if (e->post_on == 0)
+        return delivered_unexpected(e, mid);
+    const vs_msg *m = &e->msg[mid];
+    vs_list *bucket;
+    int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
+    if (rid < 0)
+        return delivered_unexpected(e, mid);
+    posted_unlink(e, rid, bucket);
+    matched(e, rid, mid, -1, -1);
+    return VS_TAG_OK;
+}
+
+/* A message arrives (without offload). The usual case, receives without wildcards pending and
+ * one of them matching, is written out here; any other goes on to delivered_any. Kept apart
+ * from vs_tag_delivered's checks, so that each keeps few values live. */
+APART int delivered_sw(vs_tag *e, int32_t mid)
+{
+    arrive(e, mid);
+    if (e->post_on == 0)
+        return delivered_unexpected(e, mid);
+    if (e->post_on != 1u << K_EXACT)
+        return delivered_any(e, mid);
+    const vs_msg *m = &e->msg[mid];
+    vs_list *bucket;
+    int32_t rid = posted_first(e, K_EXACT, m->comm, m->src, m->tag, &bucket);
+    if (rid < 0)
+        return delivered_any(e, mid);
+    posted_unlink(e, rid, bucket);
+    matched(e, rid, mid, -1, -1);
+    return VS_TAG_OK;
+}
+
 int vs_tag_delivered(vs_tag *e, int64_t mid, int64_t comm, int64_t src, int64_t tag,
                      int64_t nbytes, int64_t kind)
 {
     begin(e);
     /* every check at once; which one failed is worked out only for a refusal */
-    const vs_msg *m = in_id_range(mid, e->nmsgs) ? &e->msg[mid] : NULL;
-    if (!(m != NULL && m->sent && comm == m->comm && src == m->src && tag == m->tag
+    if (!in_id_range(mid, e->nmsgs))
+        return delivered_refused(e, mid, comm, src, tag, nbytes, kind);
+    const vs_msg *m = &e->msg[mid];
+    if (!(m->sent && comm == m->comm && src == m->src && tag == m->tag
           && nbytes == m->nbytes && kind == m->kind && !m->arrived))
         return delivered_refused(e, mid, comm, src, tag, nbytes, kind);
     if (e->offload)
         return delivered_offload(e, (int32_t)mid);
-    arrive(e, (int32_t)mid);
-    vs_list *bucket;
-    int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
-    if (rid < 0) {
-        unexpected_add(e, (int32_t)mid, ++e->order);
-        return VS_TAG_OK;
-    }
-    posted_unlink(e, rid, bucket);
-    matched(e, rid, (int32_t)mid, -1, -1);
-    return VS_TAG_OK;
+    return delivered_sw(e, (int32_t)mid);
 }
 
-/* A receive is posted, everything it may need at hand. */
-HOT int post_recv_body(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_t nbytes)
+/* A receive of kind k is posted, everything it may need at hand. */
+HOT int post_recv_as(vs_tag *e, int k, bool offload, int32_t comm, int32_t src, int32_t tag, int32_t nbytes)
 {
     int32_t rid = e->nrecvs++;
     vs_recv *r = &e->recv[rid];
-    int k = kind_of(src, tag);
     *r = (vs_recv){comm, src, tag, nbytes, {-1, -1}, VS_TAG_PENDING, (uint8_t)k, 0, VS_TAG_SW, 0};
-    if (e->offload)
+    if (offload)
         e->rnic[rid] = (vs_recv_nic){{-1, -1}, {-1, -1}, {-1, -1}, 0, false, false, false, -1, 0};
     int32_t mid = e->nunexpected > 0 ? unexpected_find(e, k, comm, src, tag) : -1;
     if (mid >= 0) {
@@ -1262,12 +1304,12 @@ HOT int post_recv_body(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_
         matched(e, rid, mid, -1, -1);
         return VS_TAG_OK;
     }
-    if (!e->offload) {
-        posted_add(e, rid);
+    if (!offload) {
+        posted_add(e, rid, k, comm, src, tag);
         return VS_TAG_OK;
     }
     bool to_nic = offloadable(e, src, tag);     /* judged before it is counted */
-    posted_add(e, rid);
+    posted_add(e, rid, k, comm, src, tag);
     if (to_nic) {
         r->where = VS_TAG_HW;
         push_op(e, VS_TAG_OP_ADD, e->sw_count, rid);
@@ -1278,9 +1320,26 @@ HOT int post_recv_body(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_
     return VS_TAG_OK;
 }
 
+/* The body of post_recv_as compiled for each kind: its key and its comparisons hold only the
+ * fields the kind names. */
+HOT int post_recv_body(vs_tag *e, bool offload, int32_t comm, int32_t src, int32_t tag,
+                       int32_t nbytes)
+{
+    switch (kind_of(src, tag)) {
+    case K_EXACT:
+        return post_recv_as(e, K_EXACT, offload, comm, src, tag, nbytes);
+    case K_ANY_SRC:
+        return post_recv_as(e, K_ANY_SRC, offload, comm, src, tag, nbytes);
+    case K_ANY_TAG:
+        return post_recv_as(e, K_ANY_TAG, offload, comm, src, tag, nbytes);
+    default:
+        return post_recv_as(e, K_ANY_BOTH, offload, comm, src, tag, nbytes);
+    }
+}
+
 /* vs_tag_post_recv's checks one by one, then what the call may need made ready before
  * anything changes (room for one more receive; with offload, for an op). */
-static int post_recv_slow(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
+APART int post_recv_slow(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
 {
     int rc;
     if ((rc = check(e, 0, "communicator", comm, e->cfg.comms, false))
@@ -1295,7 +1354,8 @@ static int post_recv_slow(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int
         return nomem(e);
     if (e->offload && reserve_op(e))
         return nomem(e);
-    return post_recv_body(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+    return post_recv_body(e, e->offload, (int32_t)comm, (int32_t)src, (int32_t)tag,
+                          (int32_t)nbytes);
 }
 
 int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
@@ -1305,7 +1365,8 @@ int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t 
         && (in_id_range(src, e->cfg.senders) || src == VS_TAG_ANY)
         && (in_id_range(tag, e->cfg.tags) || tag == VS_TAG_ANY)
         && in_range(nbytes, 1, e->cfg.max_bytes) && e->nrecvs < e->rcap && !e->offload)
-        return post_recv_body(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+        return post_recv_body(e, false, (int32_t)comm, (int32_t)src, (int32_t)tag,
+                              (int32_t)nbytes);
     return post_recv_slow(e, comm, src, tag, nbytes);
 }
 
@@ -1331,7 +1392,8 @@ int vs_tag_cancel(vs_tag *e, int64_t rid)
     unpost(e, (int32_t)rid);
     e->recv[rid].status = VS_TAG_CANCELLED;
     e->out.kinds |= VS_TAG_OUT_CANCELLED;
-    e->out.cancelled[e->out.ncancelled++] = (int32_t)rid;
+    e->out.ncancelled = 1;
+    e->out.cancelled[0] = (int32_t)rid;
     return VS_TAG_OK;
 }
 
@@ -1373,7 +1435,8 @@ int vs_tag_start_read(vs_tag *e, int64_t mid)
     int32_t len = e->msg[mid].nbytes < e->recv[rid].nbytes ? e->msg[mid].nbytes
                                                            : e->recv[rid].nbytes;
     e->out.kinds |= VS_TAG_OUT_READS;
-    e->out.reads[e->out.nreads++] = (vs_tag_read){(int32_t)mid, rid, len};
+    e->out.nreads = 1;
+    e->out.reads[0] = (vs_tag_read){(int32_t)mid, rid, len};
     return VS_TAG_OK;
 }
 
@@ -1389,7 +1452,8 @@ int vs_tag_read_done(vs_tag *e, int64_t mid)
     e->msg[mid].stage = e->msg[mid].stage == VS_TAG_FIN_EARLY ? VS_TAG_FIN_SENT : VS_TAG_READ_DONE;
     e->recv[rid].completion = code_of(e, rid, (int32_t)mid);
     e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
-    e->out.completions[e->out.ncompletions++] =
+    e->out.ncompletions = 1;
+    e->out.completions[0] =
         (vs_tag_completion){rid, e->recv[rid].completion};
     return VS_TAG_OK;
 }
@@ -1405,7 +1469,8 @@ int vs_tag_send_fin(vs_tag *e, int64_t mid)
     e->msg[mid].stage = VS_TAG_FIN_SENT;
     e->msg[mid].fin_out = true;
     e->out.kinds |= VS_TAG_OUT_FINS;
-    e->out.fins[e->out.nfins++] = (int32_t)mid;
+    e->out.nfins = 1;
+    e->out.fins[0] = (int32_t)mid;
     return VS_TAG_OK;
 }
 
@@ -1493,7 +1558,8 @@ int vs_tag_sw_complete(vs_tag *e)
                 unpost(e, c.rid);
                 e->recv[c.rid].status = VS_TAG_CANCELLED;
                 e->out.kinds |= VS_TAG_OUT_CANCELLED;
-                e->out.cancelled[e->out.ncancelled++] = c.rid;
+                e->out.ncancelled = 1;
+                e->out.cancelled[0] = c.rid;
                 return VS_TAG_OK;
             }
 #endif
@@ -1544,7 +1610,8 @@ int vs_tag_sw_complete(vs_tag *e)
         unpost(e, c.rid);
         e->recv[c.rid].status = VS_TAG_CANCELLED;
         e->out.kinds |= VS_TAG_OUT_CANCELLED;
-        e->out.cancelled[e->out.ncancelled++] = c.rid;
+        e->out.ncancelled = 1;
+        e->out.cancelled[0] = c.rid;
     }
     return VS_TAG_OK;              /* otherwise matched before the remove ran: it failed */
 }

@@ -57,13 +57,14 @@ nomem:
     return NULL;
 }
 
-/* store the payloads of the matches the last call made */
-static void deliver_matches(struct verbspec *v)
+/* store the payload of the match the last call made, if it made one (a call makes at most
+ * one) */
+static inline void deliver_match(struct verbspec *v)
 {
     const vs_tag_out *out = v->out;
 
-    for (int32_t i = 0; i < out->nmatches; i++) {
-        *v->dst[out->matches[i].rid] = v->value[out->matches[i].mid];
+    if (out->kinds & VS_TAG_OUT_MATCHES) {
+        *v->dst[out->matches[0].rid] = v->value[out->matches[0].mid];
         v->completed++;
     }
 }
@@ -81,7 +82,7 @@ static int vs_recv(void *ctx, int src, int tag, int64_t *dst, char *err, size_t 
     rc = vs_tag_post_recv(v->engine, 0, src == BENCH_ANY ? VS_TAG_ANY : src, tag, LEN);
     if (rc != VS_TAG_OK)
         return fail(v, err, len, rc);
-    deliver_matches(v);
+    deliver_match(v);
     return 0;
 }
 
@@ -98,7 +99,7 @@ static int vs_send(void *ctx, int src, int tag, int64_t value, char *err, size_t
     rc = vs_tag_delivered(v->engine, p->mid, p->comm, p->src, p->tag, p->nbytes, p->kind);
     if (rc != VS_TAG_OK)
         return fail(v, err, len, rc);
-    deliver_matches(v);
+    deliver_match(v);
     return 0;
 }
 
