@@ -267,7 +267,7 @@ void vs_ucx_close(vs_ucx *u)
     if (u == NULL)
         return;
     if (u->worker != NULL) {
-        drop_slots(u);
+        vs_ucx_reset(u);       /* UCX warns of unexpected messages left at destroy */
         for (int i = 0; i < u->senders; i++) {
             ucp_request_param_t p = {0};
             void *req;

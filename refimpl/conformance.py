@@ -385,6 +385,10 @@ class Report:
     trace: Trace | None = None
     sweep: dict[str, int] | None = None     # every-edge mode: configs, states, edges, depth
     reached: dict[str, int] = field(default_factory=dict)   # random mode: deepest per measure
+    # a partial implementation: what it does not show (-> why), and the configurations of a
+    # sweep it cannot run (-> why)
+    unobserved: dict[str, str] = field(default_factory=dict)
+    declined: dict[str, str] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         edges = self.sweep["edges"] if self.sweep else None
@@ -396,7 +400,8 @@ class Report:
                 "edges_total": edges if self.sweep and self.mismatch is None else None,
                 "exhaustive": self.sweep, "reached": self.reached or None,
                 "seconds": round(self.seconds, 3),
-                "mismatch": str(self.mismatch) if self.mismatch else None}
+                "mismatch": str(self.mismatch) if self.mismatch else None,
+                "unobserved": self.unobserved or None, "declined": self.declined or None}
 
 
 HAZARD_PREFIX = "variant:"
