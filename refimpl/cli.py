@@ -225,9 +225,11 @@ def _check_parser(c: Parser) -> None:
 def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
 
-    c.add_argument("--impl", default="refimpl", metavar="refimpl|native|MODULE:FACTORY",
+    c.add_argument("--impl", default="refimpl", metavar="refimpl|native|ucx|MODULE:FACTORY",
                    help="the implementation: the reference engine, native (the C engine, "
-                        "where pip install -e . built it), variant:NAME (the "
+                        "where pip install -e . built it), ucx (tagmatch: UCX's own tag "
+                        "matching, where UCX is installed; a partial implementation, "
+                        "docs/conformance.md), variant:NAME (the "
                         "reference engine behaving as a variant), or a callable: for gate "
                         "(config, rank, granted depth) -> an object with the GateImpl methods, "
                         "for tagmatch (parameters) -> one with the TagImpl methods")
@@ -827,7 +829,15 @@ def cmd_conform(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise InputError(f"{e}" if len(selected) == 1 else f"{proto}: {e}") from None
         mod = protocols.load(proto)
-        jobs.append((proto, factory, mod.build(parse_assignments(mod.PARAMS, params[proto]))))
+        system = mod.build(parse_assignments(mod.PARAMS, params[proto]))
+        if proto == "tagmatch" and not args.exhaustive:
+            from verbspec.refimpl.conformance_tagmatch import observes
+
+            why = observes(factory).declines(system.params)
+            if why is not None:
+                raise InputError(f"--impl {args.impl} cannot express this configuration: "
+                                 f"{why}")
+        jobs.append((proto, factory, system))
     check_dir(args.trace_dir, "--trace-dir")
     reports, tallies = [], []
     with Progress(enabled=not args.quiet, label="verbspec conform") as progress, \
@@ -861,6 +871,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
                     else f"{rep.sequences} runs, {rep.steps:,} steps")
             print(f"{args.impl} against the {rep.protocol} spec: {what}, {len(rep.actions)} "
                   f"of {rep.actions_total} actions, {rep.seconds:.1f}s")
+            _print_partial(rep)
             if rep.mismatch is not None:
                 print(f"mismatch: {rep.mismatch}\n  trace: {o['trace']}")
             else:
@@ -947,6 +958,23 @@ def _conform_c_replay(args: argparse.Namespace) -> int:
         print(f"C driver: {tally.traces} traces, {tally.steps:,} steps, "
               f"{int(tally.mismatch is not None)} with a mismatch, {tally.seconds:.1f}s")
     return EXIT_VIOLATION if any(f["mismatch"] for f in files) else EXIT_OK
+
+
+def _print_partial(rep: Any) -> None:
+    """What a partial implementation does not show, the configurations it could not run, and
+    its agreement: the cases (runs, or configurations swept) that ran to the end without a
+    mismatch."""
+    if not rep.unobserved and not rep.declined:
+        return
+    for what, why in rep.unobserved.items():
+        print(f"not compared: {what}: {why}")
+    for config, why in rep.declined.items():
+        print(f"declined: {config}: {why}")
+    cases = rep.sweep["configs"] if rep.sweep else rep.sequences
+    agreed = cases - (rep.mismatch is not None)
+    kind = "configurations" if rep.sweep else "runs"
+    print(f"agreement: {agreed} of {cases} {kind}; disagreements: "
+          f"{int(rep.mismatch is not None)}")
 
 
 def _conform_module(proto: str) -> Any:
