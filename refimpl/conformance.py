@@ -420,6 +420,8 @@ def resolve(impl: str) -> Factory:
 
         module()        # ValueError: not built
         return native_engine
+    if impl == "ucx":
+        raise ValueError("--impl ucx is UCX's tag matching: it runs with --protocol tagmatch")
     if impl.startswith(HAZARD_PREFIX):
         from verbspec.refimpl.hazards import hazard
 

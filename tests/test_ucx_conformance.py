@@ -267,6 +267,8 @@ def test_the_cli_reports_agreement_and_what_is_not_compared(ucx, capsys, tmp_pat
     rc = main(["conform", "--impl", "ucx", "--protocol", "tagmatch", "--quiet"])
     assert rc == 3
     assert "cannot express this configuration: capacity=1" in capsys.readouterr().err
+    assert main(["conform", "--impl", "ucx", "--quiet"]) == 3       # the gate protocol
+    assert "runs with --protocol tagmatch" in capsys.readouterr().err
 
 
 def test_the_shim_compiles_without_warnings(tmp_path):
