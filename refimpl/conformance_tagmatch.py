@@ -396,10 +396,11 @@ def resolve(impl: str) -> Factory:
 
 def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: int,
             steps: int, seed: int = 0, progress: Callable[[str], None] | None = None,
-            each: Callable[[Run], bool] | None = None) -> Report:
+            each: Callable[[Run], bool] | None = None, keep_going: bool = False) -> Report:
     """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
-    differs; that run is kept, ending at its first mismatching step. ``each``, where given,
-    sees every run as it ends and ends the runs by returning False."""
+    differs (with ``keep_going``: all of them); a mismatching run is kept, ending at its
+    first mismatching step. ``each``, where given, sees every run as it ends and ends the
+    runs by returning False."""
     harness = TagmatchHarness(system, factory)
     out = Report(impl, system.protocol, actions_total=len(system.actions),
                  unobserved=dict(harness.observes.unobserved))
@@ -412,8 +413,7 @@ def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: i
             out.reached[m] = max(out.reached.get(m, 0), v)
         if each is not None and not each(run):
             break
-        if run.mismatch is not None:
-            out.mismatch, out.trace = run.mismatch, run.trace
+        if run.mismatch is not None and out.record(run.mismatch, run.trace, keep_going):
             break
         if progress and (k + 1) % 100 == 0:
             progress(f"{k + 1} sequences, {out.steps:,} steps")
@@ -439,9 +439,11 @@ SWEEP_CONFIGS: tuple[dict[str, int], ...] = (
 
 def conform_every_edge(factory: Factory, impl: str,
                        configs: Sequence[dict[str, int]] | None = None,
-                       progress: Callable[[str], None] | None = None) -> Report:
+                       progress: Callable[[str], None] | None = None,
+                       keep_going: bool = False) -> Report:
     """Every reachable edge of the sweep's configurations, each executed once in lockstep;
-    stops at the first mismatch. Configurations the implementation cannot express are left
+    stops at the first mismatch (with ``keep_going``: a configuration's sweep stops there,
+    and the next one runs). Configurations the implementation cannot express are left
     out, each named in the report's ``declined`` with why."""
     configs = SWEEP_CONFIGS if configs is None else configs
     t0 = time.perf_counter()
@@ -466,8 +468,7 @@ def conform_every_edge(factory: Factory, impl: str,
         if progress:
             progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
                      f"{out.sweep['edges']:,} edges")
-        if sw.mismatch is not None:
-            out.mismatch, out.trace = sw.mismatch, sw.trace
+        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
             break
     out.actions = seen
     out.seconds = time.perf_counter() - t0

@@ -288,3 +288,27 @@ def test_the_shim_compiles_without_warnings(tmp_path):
                           text=True).stdout
     assert not any(line.split()[-2] in "BbDd" for line in data.splitlines()
                    if len(line.split()) == 3), "the shim has writable globals"
+
+
+def test_keep_going_reports_every_disagreement_with_its_trace(ucx, capsys, tmp_path,
+                                                              monkeypatch):
+    (tmp_path / "wrong_ucx.py").write_text(
+        "from verbspec.refimpl.ucx_tagmatch import UcxFactory\n"
+        "make = UcxFactory(fault='source-bit')\n")
+    monkeypatch.chdir(tmp_path)
+    params = [a for k, v in RANDOM[1].items() for a in ("--param", f"{k}={v}")]
+    args = ["conform", "--impl", "wrong_ucx:make", "--protocol", "tagmatch", *params,
+            "--examples", "40", "--quiet", "--keep-going", "--trace-dir", "traces"]
+    assert main([*args, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sequences"] == 40 and doc["mismatches"] == len(doc["disagreements"]) > 1
+    assert len(set(doc["traces"])) == doc["mismatches"]
+    assert all(Path(t).is_file() for t in doc["traces"])
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert f"agreement: {40 - doc['mismatches']} of 40 runs; disagreements: " \
+           f"{doc['mismatches']}" in out
+    assert out.count("mismatch: step ") == doc["mismatches"]
+    # without --keep-going the first disagreement ends it
+    assert main([*args[:-3], "--json", "--trace-dir", "traces"]) == 1
+    assert json.loads(capsys.readouterr().out)["mismatches"] == 1
