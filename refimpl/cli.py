@@ -225,9 +225,11 @@ def _check_parser(c: Parser) -> None:
 def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
 
-    c.add_argument("--impl", default="refimpl", metavar="refimpl|native|MODULE:FACTORY",
+    c.add_argument("--impl", default="refimpl", metavar="refimpl|native|ucx|MODULE:FACTORY",
                    help="the implementation: the reference engine, native (the C engine, "
-                        "where pip install -e . built it), variant:NAME (the "
+                        "where pip install -e . built it), ucx (tagmatch: UCX's own tag "
+                        "matching, where UCX is installed; a partial implementation, "
+                        "docs/conformance.md), variant:NAME (the "
                         "reference engine behaving as a variant), or a callable: for gate "
                         "(config, rank, granted depth) -> an object with the GateImpl methods, "
                         "for tagmatch (parameters) -> one with the TagImpl methods")
@@ -246,6 +248,10 @@ def _conform_parser(c: Parser) -> None:
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for the trace of a mismatching run")
+    c.add_argument("--keep-going", action="store_true",
+                   help="go on after a mismatching run (or, with --exhaustive, after a "
+                        "configuration's first mismatch): every mismatch is reported, each "
+                        "with its trace; exit 1 if there was any")
     c.add_argument("--mutants", action="store_true",
                    help="with --impl native: build each single-point mutant of the selected "
                         "protocols' C engines and hold it to the spec (every edge, then random "
@@ -827,7 +833,15 @@ def cmd_conform(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise InputError(f"{e}" if len(selected) == 1 else f"{proto}: {e}") from None
         mod = protocols.load(proto)
-        jobs.append((proto, factory, mod.build(parse_assignments(mod.PARAMS, params[proto]))))
+        system = mod.build(parse_assignments(mod.PARAMS, params[proto]))
+        if proto == "tagmatch" and not args.exhaustive:
+            from verbspec.refimpl.conformance_tagmatch import observes
+
+            why = observes(factory).declines(system.params)
+            if why is not None:
+                raise InputError(f"--impl {args.impl} cannot express this configuration: "
+                                 f"{why}")
+        jobs.append((proto, factory, system))
     check_dir(args.trace_dir, "--trace-dir")
     reports, tallies = [], []
     with Progress(enabled=not args.quiet, label="verbspec conform") as progress, \
@@ -844,9 +858,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
             progress.done()
     out = []
     for k, rep in enumerate(reports):
-        path = (save_counterexample(rep.trace, args.trace_dir, "conform")
-                if rep.mismatch is not None and rep.trace is not None else None)
-        out.append({**rep.as_json(), "trace": path})
+        # each mismatch's trace; a file name of its own for each after the first
+        paths = [save_counterexample(t, args.trace_dir, "conform" if n == 0 else f"conform{n}")
+                 if t is not None else None for n, (_, t) in enumerate(rep.disagreements)]
+        out.append({**rep.as_json(), "trace": paths[0] if paths else None,
+                    "traces": paths or None})
         if tallies:
             out[-1]["c_driver"] = tallies[k].as_json()
     if args.json:
@@ -861,9 +877,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
                     else f"{rep.sequences} runs, {rep.steps:,} steps")
             print(f"{args.impl} against the {rep.protocol} spec: {what}, {len(rep.actions)} "
                   f"of {rep.actions_total} actions, {rep.seconds:.1f}s")
-            if rep.mismatch is not None:
-                print(f"mismatch: {rep.mismatch}\n  trace: {o['trace']}")
-            else:
+            _print_partial(rep)
+            for (m, _), path in zip(rep.disagreements, o["traces"] or (), strict=True):
+                print(f"mismatch: {m}\n  trace: {path}")
+            if rep.mismatch is None:
                 print("no mismatch")
             if "c_driver" in o:
                 _print_c_driver(rep.protocol, o["c_driver"])
@@ -949,6 +966,22 @@ def _conform_c_replay(args: argparse.Namespace) -> int:
     return EXIT_VIOLATION if any(f["mismatch"] for f in files) else EXIT_OK
 
 
+def _print_partial(rep: Any) -> None:
+    """What a partial implementation does not show, the configurations it could not run, and
+    its agreement: the cases (runs, or configurations swept) that ran to the end without a
+    mismatch."""
+    if not rep.unobserved and not rep.declined:
+        return
+    for what, why in rep.unobserved.items():
+        print(f"not compared: {what}: {why}")
+    for config, why in rep.declined.items():
+        print(f"declined: {config}: {why}")
+    cases = rep.sweep["configs"] if rep.sweep else rep.sequences
+    kind = "configurations" if rep.sweep else "runs"
+    print(f"agreement: {cases - rep.disagreed} of {cases} {kind}; disagreements: "
+          f"{rep.disagreed}")
+
+
 def _conform_module(proto: str) -> Any:
     """The conformance harness module of a protocol."""
     if proto == "gate":
@@ -993,14 +1026,15 @@ def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any
                  note: Any, each: Any = None) -> Any:
     mod = _conform_module(proto)
     if args.exhaustive:
-        return mod.conform_every_edge(factory, args.impl, progress=note)
+        return mod.conform_every_edge(factory, args.impl, progress=note,
+                                      keep_going=args.keep_going)
     if proto == "gate":
         return mod.conform(system, factory, args.impl, sequences=args.examples,
                            steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,
-                           progress=note, each=each)
+                           progress=note, each=each, keep_going=args.keep_going)
     # the tag-matching spec has no fault actions: --fault-rate does not apply
     return mod.conform(system, factory, args.impl, sequences=args.examples, steps=args.steps,
-                       seed=args.seed, progress=note, each=each)
+                       seed=args.seed, progress=note, each=each, keep_going=args.keep_going)
 
 
 def _replay_impl(impl: str, proto: str, system: Any,

@@ -385,18 +385,38 @@ class Report:
     trace: Trace | None = None
     sweep: dict[str, int] | None = None     # every-edge mode: configs, states, edges, depth
     reached: dict[str, int] = field(default_factory=dict)   # random mode: deepest per measure
+    # a partial implementation: what it does not show (-> why), and the configurations of a
+    # sweep it cannot run (-> why)
+    unobserved: dict[str, str] = field(default_factory=dict)
+    declined: dict[str, str] = field(default_factory=dict)
+    # every mismatch found, each with its trace (more than one only with keep_going)
+    disagreements: list[tuple[Mismatch, Trace | None]] = field(default_factory=list)
+
+    def record(self, mismatch: Mismatch, trace: Trace | None, keep_going: bool) -> bool:
+        """Keep a run's or a configuration's mismatch (the first is ``mismatch``); whether
+        to stop."""
+        if self.mismatch is None:
+            self.mismatch, self.trace = mismatch, trace
+        self.disagreements.append((mismatch, trace))
+        return not keep_going
+
+    @property
+    def disagreed(self) -> int:
+        return len(self.disagreements) or int(self.mismatch is not None)
 
     def as_json(self) -> dict[str, Any]:
         edges = self.sweep["edges"] if self.sweep else None
         return {"impl": self.impl, "protocol": self.protocol, "sequences": self.sequences,
-                "steps": self.steps, "mismatches": int(self.mismatch is not None),
+                "steps": self.steps, "mismatches": self.disagreed,
                 "actions_covered": len(self.actions), "actions_total": self.actions_total,
                 "actions": dict(sorted(self.actions.items())),
                 "edges_covered": edges,
                 "edges_total": edges if self.sweep and self.mismatch is None else None,
                 "exhaustive": self.sweep, "reached": self.reached or None,
                 "seconds": round(self.seconds, 3),
-                "mismatch": str(self.mismatch) if self.mismatch else None}
+                "mismatch": str(self.mismatch) if self.mismatch else None,
+                "unobserved": self.unobserved or None, "declined": self.declined or None,
+                "disagreements": [str(m) for m, _ in self.disagreements] or None}
 
 
 HAZARD_PREFIX = "variant:"
@@ -415,6 +435,8 @@ def resolve(impl: str) -> Factory:
 
         module()        # ValueError: not built
         return native_engine
+    if impl == "ucx":
+        raise ValueError("--impl ucx is UCX's tag matching: it runs with --protocol tagmatch")
     if impl.startswith(HAZARD_PREFIX):
         from verbspec.refimpl.hazards import hazard
 
@@ -444,10 +466,12 @@ def resolve_module(impl: str) -> Callable[..., Any]:
 def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, steps: int,
             seed: int = 0, fault_rate: float = FAULT_RATE,
             progress: Callable[[str], None] | None = None,
-            each: Callable[[Run], bool] | None = None) -> Report:
+            each: Callable[[Run], bool] | None = None, keep_going: bool = False
+            ) -> Report:
     """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
-    differs; that run is kept, ending at its first mismatching step. ``each``, where given,
-    sees every run as it ends and ends the runs by returning False."""
+    differs (with ``keep_going``: all of them); a mismatching run is kept, ending at its
+    first mismatching step. ``each``, where given, sees every run as it ends and ends the
+    runs by returning False."""
     harness = GateHarness(system, factory)
     out = Report(impl, system.protocol, actions_total=len(system.actions))
     t0 = time.perf_counter()
@@ -459,8 +483,7 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
             out.reached[m] = max(out.reached.get(m, 0), v)
         if each is not None and not each(run):
             break
-        if run.mismatch is not None:
-            out.mismatch, out.trace = run.mismatch, run.trace
+        if run.mismatch is not None and out.record(run.mismatch, run.trace, keep_going):
             break
         if progress:
             progress(f"{k + 1} sequences, {out.steps:,} steps")
@@ -469,10 +492,12 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
 
 
 def conform_every_edge(factory: Factory, impl: str,
-                       progress: Callable[[str], None] | None = None) -> Report:
+                       progress: Callable[[str], None] | None = None,
+                       keep_going: bool = False) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
-    fault action), each executed once in lockstep; stops at the first mismatch."""
+    fault action), each executed once in lockstep; stops at the first mismatch (with
+    ``keep_going``: a configuration's sweep stops there, and the next one runs)."""
     from verbspec.proofs.gate.refinement import CONFIGS
     from verbspec.spec.gate.system import build
 
@@ -492,8 +517,7 @@ def conform_every_edge(factory: Factory, impl: str,
         if progress:
             progress(f"{out.sweep['configs']} of {len(base)} configurations, "
                      f"{out.sweep['edges']:,} edges")
-        if sw.mismatch is not None:
-            out.mismatch, out.trace = sw.mismatch, sw.trace
+        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
             break
     out.seconds = time.perf_counter() - t0
     return out

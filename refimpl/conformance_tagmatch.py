@@ -13,6 +13,13 @@ way. The wire is the spec's: the packet handed to ``delivered`` is the spec's me
 
 An implementation fits ``TagImpl``; ``refimpl.tagmatch_engine.TagMatchEngine`` is the
 reference one, ``refimpl.native_tagmatch.NativeTagEngine`` the C engine behind the same calls.
+
+A partial implementation, one that cannot show everything (a third-party matcher that keeps
+its lists to itself, has no NIC offload, runs rendezvous inside its own progress), says so
+with an ``observes`` attribute on its factory (``Observes``): the ``Emitted`` fields it
+reports, whether its view is compared, and the limits of the configurations it can express.
+The harness then compares only those fields, and declines a configuration beyond the limits,
+saying why. ``refimpl.ucx_tagmatch`` is one: UCX's own tag matching.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from verbspec.refimpl.conformance import (
@@ -86,6 +93,61 @@ SEND, DELIVER, POST, CANCEL, PROBE, READ, READ_DONE, FIN, FIN_ARRIVE, HW_OP, SW_
                                     S.do_sw_complete, S.do_sw_sync))
 EMITTED_FIELDS = tuple(f.name for f in fields(Emitted))
 VIEW_FIELDS = tuple(f.name for f in fields(EngineView))
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A parameter's largest value an implementation can express, and why."""
+
+    param: str
+    most: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Observes:
+    """What an implementation shows the harness: the ``Emitted`` fields it reports (compared
+    in ``EMITTED_FIELDS`` order), whether its ``view()`` is compared, the parameter limits of
+    the configurations it can express, and what it does not show, each with why (for
+    reports). The default is a full implementation."""
+
+    emitted: tuple[str, ...] = EMITTED_FIELDS
+    view: bool = True
+    limits: tuple[Limit, ...] = ()
+    unobserved: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.emitted) - set(EMITTED_FIELDS))
+        if unknown:
+            raise ValueError(f"observes unknown emitted fields {unknown}: expected some of "
+                             f"{', '.join(EMITTED_FIELDS)}")
+        names = {f.name for f in fields(Params)}
+        for lim in self.limits:
+            if lim.param not in names:
+                raise ValueError(f"a limit on unknown parameter {lim.param!r}")
+
+    def declines(self, params: Params) -> str | None:
+        """Why the implementation cannot run a configuration, or None."""
+        for lim in self.limits:
+            value = getattr(params, lim.param)
+            if value > lim.most:
+                return f"{lim.param}={value} (at most {lim.most}): {lim.why}"
+        return None
+
+
+FULL = Observes()
+
+
+def observes(factory: Factory) -> Observes:
+    """What implementations made by ``factory`` show: its ``observes`` attribute, else all."""
+    found = getattr(factory, "observes", FULL)
+    if not isinstance(found, Observes):
+        raise ValueError(f"{factory!r}.observes is {found!r}, not an Observes")
+    return found
+
+
+class Declined(ValueError):
+    """A configuration the implementation cannot express; the message says why."""
 
 
 def _packet(system: TagMatchSystem, s: State, mid: int) -> Packet:
@@ -190,6 +252,10 @@ class TagmatchHarness:
     def __init__(self, system: TagMatchSystem, factory: Factory = reference):
         self.system = system
         self.factory = factory
+        self.observes = observes(factory)
+        why = self.observes.declines(system.params)
+        if why is not None:
+            raise Declined(f"the implementation cannot express this configuration: {why}")
 
     def fresh(self) -> tuple[State, TagImpl]:
         return self.system.initial(), self.factory(self.system.params)
@@ -201,14 +267,16 @@ class TagmatchHarness:
 
     def compare(self, want: Emitted, got: Emitted, impl: TagImpl, post: State
                 ) -> tuple[str, Any, Any] | None:
-        """The first emission or view field in which the implementation differs."""
+        """The first observed emission or view field in which the implementation differs."""
         if not isinstance(got, Emitted):
             return "emitted", "an Emitted", got
         if want != got:
             want, got = _norm(want), _norm(got)
-            for f in EMITTED_FIELDS:
+            for f in self.observes.emitted:
                 if getattr(want, f) != getattr(got, f):
                     return f, getattr(want, f), getattr(got, f)
+        if not self.observes.view:
+            return None
         spec, view = spec_view(self.system, post), impl.view()
         if spec != view:
             for f in VIEW_FIELDS:
@@ -304,11 +372,16 @@ class TagmatchHarness:
 
 # ---------------------------------------------------------------------------- the suite
 def resolve(impl: str) -> Factory:
-    """``refimpl``, ``native`` (the C engine, refimpl/native_tagmatch.py), ``variant:NAME``
-    (refimpl/tagmatch_hazards.py) or ``MODULE:FACTORY``, a callable (parameters) ->
-    implementation; ValueError naming what is wrong (for ``native``: that it is not built)."""
+    """``refimpl``, ``native`` (the C engine, refimpl/native_tagmatch.py), ``ucx`` (UCX's own
+    tag matching, refimpl/ucx_tagmatch.py), ``variant:NAME`` (refimpl/tagmatch_hazards.py) or
+    ``MODULE:FACTORY``, a callable (parameters) -> implementation; ValueError naming what is
+    wrong (for ``native`` and ``ucx``: that it is not built)."""
     if impl == "refimpl":
         return reference
+    if impl == "ucx":
+        from verbspec.refimpl.ucx_tagmatch import UcxFactory
+
+        return UcxFactory()
     if impl == "native":
         from verbspec.refimpl.native_tagmatch import module, native
 
@@ -323,12 +396,14 @@ def resolve(impl: str) -> Factory:
 
 def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: int,
             steps: int, seed: int = 0, progress: Callable[[str], None] | None = None,
-            each: Callable[[Run], bool] | None = None) -> Report:
+            each: Callable[[Run], bool] | None = None, keep_going: bool = False) -> Report:
     """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
-    differs; that run is kept, ending at its first mismatching step. ``each``, where given,
-    sees every run as it ends and ends the runs by returning False."""
+    differs (with ``keep_going``: all of them); a mismatching run is kept, ending at its
+    first mismatching step. ``each``, where given, sees every run as it ends and ends the
+    runs by returning False."""
     harness = TagmatchHarness(system, factory)
-    out = Report(impl, system.protocol, actions_total=len(system.actions))
+    out = Report(impl, system.protocol, actions_total=len(system.actions),
+                 unobserved=dict(harness.observes.unobserved))
     t0 = time.perf_counter()
     for k in range(sequences):
         run = harness.run(random.Random(seed + k), steps)
@@ -338,8 +413,7 @@ def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: i
             out.reached[m] = max(out.reached.get(m, 0), v)
         if each is not None and not each(run):
             break
-        if run.mismatch is not None:
-            out.mismatch, out.trace = run.mismatch, run.trace
+        if run.mismatch is not None and out.record(run.mismatch, run.trace, keep_going):
             break
         if progress and (k + 1) % 100 == 0:
             progress(f"{k + 1} sequences, {out.steps:,} steps")
@@ -365,15 +439,24 @@ SWEEP_CONFIGS: tuple[dict[str, int], ...] = (
 
 def conform_every_edge(factory: Factory, impl: str,
                        configs: Sequence[dict[str, int]] | None = None,
-                       progress: Callable[[str], None] | None = None) -> Report:
+                       progress: Callable[[str], None] | None = None,
+                       keep_going: bool = False) -> Report:
     """Every reachable edge of the sweep's configurations, each executed once in lockstep;
-    stops at the first mismatch."""
+    stops at the first mismatch (with ``keep_going``: a configuration's sweep stops there,
+    and the next one runs). Configurations the implementation cannot express are left
+    out, each named in the report's ``declined`` with why."""
     configs = SWEEP_CONFIGS if configs is None else configs
     t0 = time.perf_counter()
-    out = Report(impl, "tagmatch", sweep={"configs": 0, "states": 0, "edges": 0, "depth": 0})
+    seen_by = observes(factory)
+    out = Report(impl, "tagmatch", sweep={"configs": 0, "states": 0, "edges": 0, "depth": 0},
+                 unobserved=dict(seen_by.unobserved))
     seen: Counter = Counter()
     for values in configs:
         system = build(values)
+        why = seen_by.declines(system.params)
+        if why is not None:
+            out.declined[",".join(f"{k}={v}" for k, v in values.items())] = why
+            continue
         out.actions_total = max(out.actions_total, len(system.actions))
         sw = TagmatchHarness(system, factory).every_edge()
         out.sweep["configs"] += 1
@@ -385,8 +468,7 @@ def conform_every_edge(factory: Factory, impl: str,
         if progress:
             progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
                      f"{out.sweep['edges']:,} edges")
-        if sw.mismatch is not None:
-            out.mismatch, out.trace = sw.mismatch, sw.trace
+        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
             break
     out.actions = seen
     out.seconds = time.perf_counter() - t0
