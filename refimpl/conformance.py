@@ -138,25 +138,26 @@ def call_of(pre: GateState, name: str, args: tuple, obs: Observation) -> Call | 
         return None
     rank = args[0]
     if name == SETUP:
-        return Call(rank, "setup")
+        return Call(rank, GateImpl.setup.__name__)
     if name in CALLS:
-        return Call(rank, "call_gate", tuple(args[1:]))
+        return Call(rank, GateImpl.call_gate.__name__, tuple(args[1:]))
     if name == CALL_BIG:
-        return Call(rank, "call_big", (args[1],))
+        return Call(rank, GateImpl.call_big.__name__, (args[1],))
     if name == CONSUME:
-        return Call(rank, "consume")
+        return Call(rank, GateImpl.consume.__name__)
     if name in READS:
-        return Call(rank, "tcp_read", (obs.tcp_in[0],))
+        return Call(rank, GateImpl.tcp_read.__name__, (obs.tcp_in[0],))
     if name == REAP:
-        return Call(rank, "completions", (tuple(_completion(c) for c in obs.polled),),
+        polled = tuple(_completion(c) for c in obs.polled)
+        return Call(rank, GateImpl.completions.__name__, (polled,),
                     (len(pre.fabric.qps[rank].cq), len(obs.polled)))
     if name == TIMEOUT:
-        return Call(rank, "timeout")
+        return Call(rank, GateImpl.timeout.__name__)
     if name == PEER_GONE:
-        return Call(rank, "peer_closed")
+        return Call(rank, GateImpl.peer_closed.__name__)
     if name == CRASH:
-        return Call(rank, "crash")
-    return Call(rank, "advance")
+        return Call(rank, GateImpl.crash.__name__)
+    return Call(rank, GateImpl.advance.__name__)
 
 
 # what a step emits, compared field by field: (name in a mismatch, attribute of Observation
@@ -234,7 +235,7 @@ class GateHarness:
             asked = min(impl.poll_size(), held)
             if asked != polled:
                 raise Disagreement("completions polled", polled, asked)
-        if call.method == "crash":
+        if call.method == GateImpl.crash.__name__:
             impl.crash()
             return Emitted()
         return getattr(impl, call.method)(*call.args)

@@ -29,7 +29,7 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Protocol
 
 from verbspec.refimpl.conformance import (
@@ -43,6 +43,7 @@ from verbspec.refimpl.conformance import (
     recorded,
     resolve_module,
 )
+from verbspec.refimpl.observes import EMITTED_FIELDS, Observes
 from verbspec.refimpl.tagmatch_engine import (
     EAGER,
     RNDV,
@@ -91,48 +92,7 @@ SEND, DELIVER, POST, CANCEL, PROBE, READ, READ_DONE, FIN, FIN_ARRIVE, HW_OP, SW_
                                     S.do_probe, S.do_rndv_read, S.do_rndv_read_done,
                                     S.do_send_fin, S.do_fin_arrive, S.do_hw_op,
                                     S.do_sw_complete, S.do_sw_sync))
-EMITTED_FIELDS = tuple(f.name for f in fields(Emitted))
 VIEW_FIELDS = tuple(f.name for f in fields(EngineView))
-
-
-@dataclass(frozen=True)
-class Limit:
-    """A parameter's largest value an implementation can express, and why."""
-
-    param: str
-    most: int
-    why: str
-
-
-@dataclass(frozen=True)
-class Observes:
-    """What an implementation shows the harness: the ``Emitted`` fields it reports (compared
-    in ``EMITTED_FIELDS`` order), whether its ``view()`` is compared, the parameter limits of
-    the configurations it can express, and what it does not show, each with why (for
-    reports). The default is a full implementation."""
-
-    emitted: tuple[str, ...] = EMITTED_FIELDS
-    view: bool = True
-    limits: tuple[Limit, ...] = ()
-    unobserved: tuple[tuple[str, str], ...] = ()
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.emitted) - set(EMITTED_FIELDS))
-        if unknown:
-            raise ValueError(f"observes unknown emitted fields {unknown}: expected some of "
-                             f"{', '.join(EMITTED_FIELDS)}")
-        names = {f.name for f in fields(Params)}
-        for lim in self.limits:
-            if lim.param not in names:
-                raise ValueError(f"a limit on unknown parameter {lim.param!r}")
-
-    def declines(self, params: Params) -> str | None:
-        """Why the implementation cannot run a configuration, or None."""
-        for lim in self.limits:
-            value = getattr(params, lim.param)
-            if value > lim.most:
-                return f"{lim.param}={value} (at most {lim.most}): {lim.why}"
-        return None
 
 
 FULL = Observes()
@@ -224,10 +184,11 @@ def _norm(em: Emitted) -> Emitted:
 
 # one spec action per implementation call: action -> (TagImpl method, how many of the
 # step's arguments it takes, from the first)
-_CALLS = {SEND: ("send", 4), POST: ("post_recv", 4), CANCEL: ("cancel", 1),
-          PROBE: ("probe", 3), READ: ("start_read", 1), READ_DONE: ("read_done", 1),
-          FIN: ("send_fin", 1), HW_OP: ("hw_op", 0), SW_COMPLETE: ("sw_complete", 0),
-          SW_SYNC: ("sw_sync", 0)}
+_CALLS = {action: (method.__name__, n) for action, method, n in (
+    (SEND, TagImpl.send, 4), (POST, TagImpl.post_recv, 4), (CANCEL, TagImpl.cancel, 1),
+    (PROBE, TagImpl.probe, 3), (READ, TagImpl.start_read, 1), (READ_DONE, TagImpl.read_done, 1),
+    (FIN, TagImpl.send_fin, 1), (HW_OP, TagImpl.hw_op, 0), (SW_COMPLETE, TagImpl.sw_complete, 0),
+    (SW_SYNC, TagImpl.sw_sync, 0))}
 
 
 def call_of(system: TagMatchSystem, pre: State, name: str, args: tuple
@@ -236,9 +197,10 @@ def call_of(system: TagMatchSystem, pre: State, name: str, args: tuple
     TagImpl method, its arguments). A delivery hands over the packet at the head of the
     sender's wire, a FIN's arrival the mid at the head of the wire back to the sender."""
     if name == DELIVER:
-        return "delivered", (_packet(system, pre, _wire_head(pre, sender_qp(args[0]))),)
+        packet = _packet(system, pre, _wire_head(pre, sender_qp(args[0])))
+        return TagImpl.delivered.__name__, (packet,)
     if name == FIN_ARRIVE:
-        return "fin", (_wire_head(pre, fb.peer_of(sender_qp(args[0]))),)
+        return TagImpl.fin.__name__, (_wire_head(pre, fb.peer_of(sender_qp(args[0]))),)
     if name not in _CALLS:
         raise ValueError(f"no call of the implementation takes the spec's {name!r} step")
     method, n = _CALLS[name]

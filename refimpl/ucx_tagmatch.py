@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from verbspec import native as native_pkg
-from verbspec.refimpl.conformance_tagmatch import Limit, Observes
+from verbspec.refimpl.observes import Limit, Observes
 from verbspec.refimpl.tagmatch_engine import EAGER, RNDV, Emitted, EngineError, Packet
 from verbspec.spec.tagmatch.state import OK, TRUNCATED, Params
 

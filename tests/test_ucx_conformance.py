@@ -20,16 +20,14 @@ from verbspec import native
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import CONFORMANCE
 from verbspec.refimpl.conformance_tagmatch import (
-    EMITTED_FIELDS,
     SWEEP_CONFIGS,
     Declined,
-    Limit,
-    Observes,
     TagmatchHarness,
     conform,
     conform_every_edge,
     resolve,
 )
+from verbspec.refimpl.observes import EMITTED_FIELDS, Limit, Observes
 from verbspec.refimpl.tagmatch_engine import Emitted, EngineError, Read
 from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.state import OK, TRUNCATED
