@@ -43,7 +43,7 @@ def builder(module: str = MODULE, flags: Sequence[str] = FLAGS, *,
     ffi.set_source(module, '#include "gate_engine.h"',
                    sources=[(root / "gate_engine.c").as_posix()],
                    include_dirs=[root.as_posix()], extra_compile_args=list(flags),
-                   extra_link_args=[f for f in flags if f.startswith("-fsanitize")])
+                   extra_link_args=[f for f in flags if f.startswith("-fsanitize") or f == "--coverage"])
     return ffi
 
 
