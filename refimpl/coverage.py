@@ -17,6 +17,8 @@ a source branch is counted once, not once per call site it was copied into.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -26,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -38,6 +40,8 @@ ROOT = NATIVE.parent
 FLAGS = ("-O0", "--coverage")
 # the tag engine's inlined helpers compiled once each (see the module's text)
 TAG_FLAGS = (*FLAGS, "-Dalways_inline=unused")
+# the engines' allocations, sent to native/alloc_fault.c's injector
+WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc"
 # protocol -> (native engine name, its source file, the built module's name)
 ENGINES = {"gate": ("gate", "gate_engine.c", "_gate_engine_coverage"),
            "tagmatch": ("tag", "tag_engine.c", "_tag_engine_coverage")}
@@ -104,9 +108,10 @@ class CoverageError(Exception):
 
 
 # ------------------------------------------------------------------------------ building
-def build(protocols: Sequence[str], tmp: Path) -> dict[str, Path]:
-    """Each protocol's engine compiled with gcov instrumentation into ``tmp``: the path of
-    each built module."""
+def build(protocols: Sequence[str], tmp: Path, instrument: bool = True) -> dict[str, Path]:
+    """Each protocol's engine compiled into ``tmp`` with gcov instrumentation (without it,
+    ``instrument`` False) and linked with the allocation failure injector
+    (``native/alloc_fault.c``): the path of each built module."""
     sys.path.insert(0, str(NATIVE))
     try:
         from build_gate import FLAGS as GATE_BASE
@@ -114,13 +119,23 @@ def build(protocols: Sequence[str], tmp: Path) -> dict[str, Path]:
         from build_tag import builder as tag_builder
     finally:
         sys.path.remove(str(NATIVE))
+    fault = tmp / "alloc_fault.o"
+    cc = os.environ.get("CC") or "cc"
+    done = subprocess.run([cc, "-std=c11", "-O1", "-fPIC", "-Wall", "-Wextra", "-Werror", "-c",
+                           str(NATIVE / "alloc_fault.c"), "-o", str(fault)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CoverageError(f"native/alloc_fault.c did not compile: {done.stderr.strip()}")
+    link = (str(fault), WRAP)
     out = {}
     for proto in protocols:
-        name = ENGINES[proto][2]
+        name = ENGINES[proto][2] + ("" if instrument else "_faults")
         if proto == "gate":
-            ffi = gate_builder(name, (*GATE_BASE, *FLAGS), absolute=True)
+            ffi = gate_builder(name, (*GATE_BASE, *(FLAGS if instrument else ())),
+                               absolute=True, link=link)
         else:
-            ffi = tag_builder(name, extra_compile_args=TAG_FLAGS, extra_link_args=("--coverage",),
+            ffi = tag_builder(name, extra_compile_args=TAG_FLAGS if instrument else (),
+                              extra_link_args=(*FLAGS[1:], *link) if instrument else link,
                               root=ROOT)
         try:
             out[proto] = Path(ffi.compile(tmpdir=str(tmp), verbose=False))
@@ -129,7 +144,9 @@ def build(protocols: Sequence[str], tmp: Path) -> dict[str, Path]:
     return out
 
 
-def load(path: Path, name: str) -> ModuleType:
+def load(path: Path) -> ModuleType:
+    """A module ``build`` made, by its path."""
+    name = path.name.split(".")[0]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise CoverageError(f"cannot load the coverage build {path}")
@@ -195,6 +212,8 @@ def drive(mods: dict[str, ModuleType], tests: Path | None,
             assert sw.mismatch is None, f"tagmatch {values}: {sw.mismatch}"
             edges += sw.edges
         done["tagmatch_edges"] = edges
+    note("allocation failures")
+    done["allocation_failures"] = alloc_failures(mods)
     if tests is not None:
         done["tests"] = _tests(mods, tests, note)
     return done
@@ -231,6 +250,152 @@ def _tests(mods: dict[str, ModuleType], tests: Path, note: Callable[[str], None]
                             "-p", "no:cacheprovider"]))
     assert code == 0, f"the native tests failed under the coverage build (pytest exit {code})"
     return code
+
+
+# ------------------------------------------------------------------------------ allocation
+class Injector:
+    """native/alloc_fault.c in a built module: fail the allocation after the next n."""
+
+    def __init__(self, mod: ModuleType):
+        lib = ctypes.CDLL(mod.__file__)     # the module already loaded: the same library
+        try:
+            self._after, self._left = lib.vs_fault_alloc_after, lib.vs_fault_alloc_left
+        except AttributeError:
+            raise CoverageError(f"{mod.__file__} has no allocation failure injector") from None
+        self._after.argtypes, self._after.restype = [ctypes.c_long], None
+        self._left.argtypes, self._left.restype = [], ctypes.c_long
+
+    def fail_after(self, n: int) -> None:
+        self._after(n)
+
+    def fired(self) -> bool:
+        """Whether the armed failure happened (and disarms it if it did not)."""
+        fired = self._left() < 0
+        self._after(-1)
+        return fired
+
+
+def _each_failure(inject: Injector, call: Callable[[int], Any]) -> int:
+    """``call(n)`` with the allocation after the first n failing, for n = 0, 1, ... until a
+    call makes no more than n allocations: how many of its allocations were failed."""
+    n = 0
+    while True:
+        inject.fail_after(n)
+        call(n)
+        if not inject.fired():
+            return n
+        n += 1
+
+
+def _tag_script(cfg: Any, seed: int, calls: int) -> list[tuple[Any, ...]]:
+    """Calls the reference tag engine takes, at random: a job that grows every record array
+    and ring of the native engine (receives past its first allocation, ops and completions
+    queued past theirs, matches, cancels, syncs)."""
+    from verbspec.refimpl.tagmatch_engine import EngineError, TagMatchEngine
+
+    ref, rng = TagMatchEngine(cfg), random.Random(seed)
+    wire: list[Any] = []
+    out: list[tuple[Any, ...]] = []
+    while len(out) < calls:
+        k = rng.random()
+        if k < 0.25:
+            call: tuple[Any, ...] = ("post_recv", 0, rng.randrange(cfg.senders),
+                                     rng.randrange(cfg.tags), cfg.max_bytes)
+        elif k < 0.45:
+            call = ("send", rng.randrange(cfg.senders), 0, rng.randrange(cfg.tags), 1)
+        elif k < 0.6 and wire:
+            call = ("delivered", wire.pop(0))
+        elif k < 0.65:
+            call = ("cancel", rng.randrange(len(ref.recvs) + 1))
+        else:
+            call = (rng.choice(["hw_op", "hw_op", "sw_complete", "sw_complete", "sw_sync"]),)
+        try:
+            got = getattr(ref, call[0])(*call[1:])
+        except EngineError:
+            continue
+        wire += got.sends
+        out.append(call)
+    return out
+
+
+def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
+    """Every allocation of the engines' calls failed in turn, in builds linked with the
+    injector: creating, copying, reading the view, and each call of a job that grows every
+    array. Each failed call must refuse as out of memory and leave its engine as it was, so
+    that the same call then succeeds as it would have. How many failures were injected.
+    Raises AssertionError where a failure is mishandled."""
+    import copy
+
+    out: dict[str, int] = {}
+    if "gate" in mods:
+        from verbspec.refimpl.native_gate import NativeGateEngine
+        from verbspec.spec.gate.system import build as gate_system
+
+        mod, inject = mods["gate"], Injector(mods["gate"])
+        cfg = gate_system({}).params
+
+        def gate_create(n: int) -> None:
+            try:
+                NativeGateEngine(cfg, 0, mod)
+            except ValueError as e:
+                assert "out of memory" in str(e), e
+
+        eng = NativeGateEngine(cfg, 0, mod)
+        eng.setup()
+
+        def gate_clone(n: int) -> None:
+            with contextlib.suppress(MemoryError):
+                assert copy.deepcopy(eng).view() == eng.view()
+
+        out["gate"] = _each_failure(inject, gate_create) + _each_failure(inject, gate_clone)
+    if "tagmatch" in mods:
+        from verbspec.refimpl.native_tagmatch import NativeTagEngine
+        from verbspec.spec.tagmatch.system import build as tag_system
+
+        mod, inject = mods["tagmatch"], Injector(mods["tagmatch"])
+        injected = 0
+        for values in ({"senders": 3, "messages": 12, "tags": 2, "capacity": 3,
+                        "max_bytes": 2, "eager_limit": 1},
+                       {"senders": 3, "messages": 12, "tags": 2, "capacity": 0}):
+            cfg = replace(tag_system({}).params, **values)     # beyond the spec's bounds
+
+            def tag_create(n: int, cfg: Any = cfg) -> None:
+                with contextlib.suppress(MemoryError):
+                    NativeTagEngine(cfg, mod)
+
+            injected += _each_failure(inject, tag_create)
+            eng = NativeTagEngine(cfg, mod)
+            for name, *args in _tag_script(cfg, 3, 160):
+                twin = copy.deepcopy(eng)
+                before = twin.view()
+                got: list[Any] = []
+
+                def step(n: int, twin: Any = twin, name: str = name, args: Any = args,
+                         before: Any = before, got: list[Any] = got) -> None:
+                    try:
+                        got.append(getattr(twin, name)(*args))
+                    except MemoryError:
+                        assert twin.view() == before, f"{name}{tuple(args)} failed half-done"
+
+                injected += _each_failure(inject, step)
+                # the call that then succeeded did what the untouched engine does
+                assert got == [getattr(eng, name)(*args)], f"{name}{tuple(args)}"
+                assert twin.view() == eng.view(), f"{name}{tuple(args)}"
+                # the view's own allocations (a copy has made none yet), and a copy's
+                fresh = copy.deepcopy(eng)
+
+                def view(n: int, fresh: Any = fresh) -> None:
+                    with contextlib.suppress(MemoryError):
+                        fresh.view()
+
+                def clone(n: int, eng: Any = eng) -> None:
+                    with contextlib.suppress(MemoryError):
+                        copy.deepcopy(eng)
+
+                injected += _each_failure(inject, view) + _each_failure(inject, clone)
+                assert fresh.view() == eng.view()
+        out["tagmatch"] = injected
+    return out
 
 
 # ------------------------------------------------------------------------------ gcov
@@ -336,7 +501,7 @@ def _main(argv: Sequence[str]) -> int:
     mods = {}
     for item in args.builds:
         proto, _, path = item.partition("=")
-        mods[proto] = load(Path(path), ENGINES[proto][2])
+        mods[proto] = load(Path(path))
     try:
         done = drive(mods, args.tests, lambda s: print(s, file=sys.stderr, flush=True))
     except AssertionError as e:
