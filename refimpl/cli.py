@@ -250,6 +250,13 @@ def _conform_parser(c: Parser) -> None:
                    help="with --impl native: build each single-point mutant of the selected "
                         "protocols' C engines and hold it to the spec (every edge, then random "
                         "runs); exit 0 only if every mutant is killed")
+    c.add_argument("--coverage", action="store_true",
+                   help="with --impl native: build the selected protocols' C engines with gcov "
+                        "instrumentation, drive them (random runs with faults, every-edge "
+                        "sweeps, every allocation failure and, in a source tree, the native "
+                        "tests) and print each engine file's line and branch coverage")
+    c.add_argument("--no-tests", action="store_true",
+                   help="with --coverage: leave out the native tests of the source tree")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -800,8 +807,12 @@ def cmd_conform(args: argparse.Namespace) -> int:
     if not 0 <= args.fault_rate <= 1:
         raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
     selected = _selected(args.protocol)
+    if args.coverage and args.mutants:
+        raise InputError("--coverage and --mutants are separate runs: choose one")
     if args.mutants:
         return _conform_mutants(args, selected)
+    if args.coverage:
+        return _conform_coverage(args, selected)
     if args.exhaustive and args.param:
         raise ParamError("--exhaustive runs its own configurations: no --param")
     params = _split_params(selected, args.param)
@@ -882,6 +893,43 @@ def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
         print(f"{report['killed']} of {report['mutants']} mutants killed in "
               f"{report['seconds']} s")
     return EXIT_OK if report["killed"] == report["mutants"] else EXIT_VIOLATION
+
+
+def _conform_coverage(args: argparse.Namespace, selected: Sequence[str]) -> int:
+    from verbspec import native
+    from verbspec.refimpl import coverage
+    from verbspec.refimpl.progress import Progress
+
+    if args.impl != "native":
+        raise InputError(f"--coverage measures the native engines: it needs --impl native, "
+                         f"not {args.impl}")
+    if args.exhaustive or args.param:
+        raise InputError("--coverage runs its own drive: no --exhaustive or --param")
+    for tool, what in ((os.environ.get("CC") or "cc", "a C compiler (cc)"), ("gcov", "gcov")):
+        if shutil.which(tool) is None:
+            raise InputError(f"--coverage compiles the engines with gcov's instrumentation: "
+                             f"no {what} found")
+    for proto in selected:
+        if native.load("gate" if proto == "gate" else "tag") is None:
+            raise InputError(f"the native {proto} engine is not built here (pip install -e . "
+                             f"needs a C compiler)")
+    tests = None if args.no_tests else coverage.tests_dir()
+    with Progress(not args.quiet, "verbspec conform --coverage") as progress:
+        try:
+            report = coverage.measure(selected, tests, progress.start)
+        except coverage.CoverageError as e:
+            raise InputError(str(e)) from None
+    if args.json:
+        print(json.dumps(report.as_json()))
+    else:
+        print(coverage.render(report))
+        ran = ", ".join(f"{k} {v}" for k, v in report.drive.items())
+        print(f"\ndrive: {ran or 'nothing'}"
+              + ("" if tests is not None else " (no native tests: not a source tree, or "
+                 "--no-tests)") + f"; {report.seconds:.0f} s")
+        if not report.ok:
+            print(f"the drive failed: {report.failure}")
+    return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
 def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any,
