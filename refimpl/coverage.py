@@ -275,13 +275,17 @@ class Injector:
         return fired
 
 
-def _each_failure(inject: Injector, call: Callable[[int], Any]) -> int:
-    """``call(n)`` with the allocation after the first n failing, for n = 0, 1, ... until a
-    call makes no more than n allocations: how many of its allocations were failed."""
+def _each_failure(inject: Injector, call: Callable[[Any], Any],
+                  setup: Callable[[], Any] = lambda: None) -> int:
+    """``call(setup())`` with the allocation after the first n of the call failing, for
+    n = 0, 1, ... until a call makes no more than n allocations: how many of its allocations
+    were failed. ``setup`` (not armed) gives each attempt a fresh subject, so that no attempt
+    starts with memory an earlier one grew."""
     n = 0
     while True:
+        subject = setup()
         inject.fail_after(n)
-        call(n)
+        call(subject)
         if not inject.fired():
             return n
         n += 1
@@ -305,10 +309,10 @@ def _tag_script(cfg: Any, seed: int, calls: int) -> list[tuple[Any, ...]]:
             call = ("send", rng.randrange(cfg.senders), 0, rng.randrange(cfg.tags), 1)
         elif k < 0.6 and wire:
             call = ("delivered", wire.pop(0))
-        elif k < 0.65:
+        elif k < 0.7:
             call = ("cancel", rng.randrange(len(ref.recvs) + 1))
         else:
-            call = (rng.choice(["hw_op", "hw_op", "sw_complete", "sw_complete", "sw_sync"]),)
+            call = (rng.choice(["hw_op", "sw_complete", "sw_complete", "sw_sync"]),)
         try:
             got = getattr(ref, call[0])(*call[1:])
         except EngineError:
@@ -334,7 +338,7 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
         mod, inject = mods["gate"], Injector(mods["gate"])
         cfg = gate_system({}).params
 
-        def gate_create(n: int) -> None:
+        def gate_create(_: Any) -> None:
             try:
                 NativeGateEngine(cfg, 0, mod)
             except ValueError as e:
@@ -343,7 +347,7 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
         eng = NativeGateEngine(cfg, 0, mod)
         eng.setup()
 
-        def gate_clone(n: int) -> None:
+        def gate_clone(_: Any) -> None:
             with contextlib.suppress(MemoryError):
                 assert copy.deepcopy(eng).view() == eng.view()
 
@@ -359,41 +363,45 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
                        {"senders": 3, "messages": 12, "tags": 2, "capacity": 0}):
             cfg = replace(tag_system({}).params, **values)     # beyond the spec's bounds
 
-            def tag_create(n: int, cfg: Any = cfg) -> None:
+            def tag_create(_: Any, cfg: Any = cfg) -> None:
                 with contextlib.suppress(MemoryError):
                     NativeTagEngine(cfg, mod)
 
             injected += _each_failure(inject, tag_create)
             eng = NativeTagEngine(cfg, mod)
-            for name, *args in _tag_script(cfg, 3, 160):
-                twin = copy.deepcopy(eng)
-                before = twin.view()
+            for name, *args in _tag_script(cfg, 3, 200):
+                before = eng.view()
                 got: list[Any] = []
 
-                def step(n: int, twin: Any = twin, name: str = name, args: Any = args,
-                         before: Any = before, got: list[Any] = got) -> None:
+                def copied(eng: Any = eng) -> Any:
+                    twin = copy.deepcopy(eng)
+                    twin.view()             # the copy's view arrays made before it is armed
+                    return twin
+
+                def step(twin: Any, name: str = name, args: Any = args, before: Any = before,
+                         got: list[Any] = got) -> None:
                     try:
-                        got.append(getattr(twin, name)(*args))
+                        got.append((getattr(twin, name)(*args), twin))
                     except MemoryError:
                         assert twin.view() == before, f"{name}{tuple(args)} failed half-done"
 
-                injected += _each_failure(inject, step)
-                # the call that then succeeded did what the untouched engine does
-                assert got == [getattr(eng, name)(*args)], f"{name}{tuple(args)}"
+                injected += _each_failure(inject, step, copied)
+                # the attempt that succeeded did what the untouched engine does
+                (emitted, twin), = got
+                assert emitted == getattr(eng, name)(*args), f"{name}{tuple(args)}"
                 assert twin.view() == eng.view(), f"{name}{tuple(args)}"
-                # the view's own allocations (a copy has made none yet), and a copy's
-                fresh = copy.deepcopy(eng)
 
-                def view(n: int, fresh: Any = fresh) -> None:
+                def view(fresh: Any) -> None:
                     with contextlib.suppress(MemoryError):
                         fresh.view()
 
-                def clone(n: int, eng: Any = eng) -> None:
+                def clone(_: Any, eng: Any = eng) -> None:
                     with contextlib.suppress(MemoryError):
                         copy.deepcopy(eng)
 
-                injected += _each_failure(inject, view) + _each_failure(inject, clone)
-                assert fresh.view() == eng.view()
+                # the view's own allocations, on a copy that has made none yet, and a copy's
+                injected += _each_failure(inject, view, lambda eng=eng: copy.deepcopy(eng))
+                injected += _each_failure(inject, clone)
         out["tagmatch"] = injected
     return out
 
