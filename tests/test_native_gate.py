@@ -74,7 +74,8 @@ RANDOM = [({}, 60), ({"window": 2, "ops": 12}, 100),
           ({"window": 4, "gates_per_token": 0, "n_slots": 5, "big_depth": 3, "rq_depth": 2,
             "sq_depth": 2}, 100),
           ({"window": 2, "ops": 10, "gates_per_token": 3, "n_slots": 8, "slot_mask": 0b10110,
-            "staging_bytes": 1000, "sq_depth": 1, "big_depth": 3}, 60)]
+            "staging_bytes": 1000}, 60),
+          ({"window": 2, "ops": 10, "sq_depth": 1, "big_depth": 3}, 60)]
 
 
 @pytest.mark.parametrize("values,n", RANDOM, ids=lambda v: ",".join(
@@ -223,8 +224,9 @@ IN_XFER = [*DRAINED, lambda e: e.tcp_read(TcpItem("byte", 1)), lambda e: e.advan
      lambda e: e.call_big(2), lambda e: e.call_gate(0, 1, 2)],
     # gate 0 is no gate: the schedule counts from 1
     [lambda e: e.setup(), lambda e: e.call_gate(0, 0, 0)],
-    # a header where the window barrier's byte belongs
+    # a header, or another byte, where the window barrier's byte belongs
     [*GATE_ONE[:4], lambda e: e.tcp_read(TcpItem("header", 1, 3, 9))],
+    [*GATE_ONE[:4], lambda e: e.tcp_read(TcpItem("byte", 7))],
     # a BULK send completing in a decode wait (a drain dummy's leftover) moves no count
     [*GATE_ONE, lambda e: e.completions((Completion("send", TAG_BULK | 1, 0, 0),)),
      lambda e: e.poll_size(), lambda e: e.advance()],
@@ -248,7 +250,8 @@ IN_XFER = [*DRAINED, lambda e: e.tcp_read(TcpItem("byte", 1)), lambda e: e.advan
      lambda e: e.advance(), lambda e: e.completions(tuple(
          Completion("send", TAG_BULK | i, 0, 0) for i in range(1, 4))),
      lambda e: e.advance(), lambda e: e.call_gate(0, 1, 2)],
-], ids=["out-of-phase", "big-while-held", "seq-0", "header-for-barrier", "bulk-send-in-wait",
+], ids=["out-of-phase", "big-while-held", "seq-0", "header-for-barrier", "byte-for-barrier",
+        "bulk-send-in-wait",
         "drain", "header-for-big-barrier", "xfer-batch", "xfer-done"])
 def test_refusals_drains_and_windows_match_the_reference_engine(gate_lib, steps):
     twins(gate_lib, [*steps, lambda e: e.view()])
@@ -285,6 +288,18 @@ def test_a_refused_configuration_needs_no_error_buffer(gate_lib):
     cfg = ffi.new("vs_gate_config *", {"max_msg": 0})
     assert lib.vs_gate_create(cfg, 0, out, ffi.NULL, 0) == lib.VS_GATE_REFUSED
     assert out[0] == ffi.NULL
+    err = ffi.new("char[]", b"untouched")
+    assert lib.vs_gate_create(cfg, 0, out, err, 0) == lib.VS_GATE_REFUSED
+    assert ffi.string(err) == b"untouched" and out[0] == ffi.NULL
+
+
+def test_a_mask_schedule_over_64_slots_or_more_is_taken(gate_lib):
+    from dataclasses import replace
+
+    e = NativeGateEngine(replace(CFG, gates_per_token=2, n_slots=86, slot_mask=0b1010), 0,
+                         gate_lib)
+    e.setup()
+    assert e.call_gate(0, 1, 1).result == ""        # gate 1: the first set bit, slot 1
 
 
 def test_the_readers_agree_with_the_view(gate_lib):
