@@ -300,29 +300,28 @@ def _tag_script(cfg: Any, seed: int, calls: int, nic: float) -> list[tuple[Any, 
     from verbspec.refimpl.tagmatch_engine import EngineError, TagMatchEngine
 
     ref, rng = TagMatchEngine(cfg), random.Random(seed)
+    # the calls by the reference engine's method names
+    e = TagMatchEngine
+    nic_steps = (e.hw_op.__name__, e.sw_complete.__name__)
     wire: list[Any] = []
     out: list[tuple[Any, ...]] = []
     while len(out) < calls:
         if rng.random() < nic:
-            call: tuple[Any, ...] = (rng.choice(["hw_op", "sw_complete"]),)
-            try:
-                getattr(ref, call[0])()
-            except EngineError:
-                continue
-            out.append(call)
-            continue
-        k = rng.random()
-        if k < 0.25:
-            call = ("post_recv", 0, rng.randrange(cfg.senders),
-                                     rng.randrange(cfg.tags), cfg.max_bytes)
-        elif k < 0.45:
-            call = ("send", rng.randrange(cfg.senders), 0, rng.randrange(cfg.tags), 1)
-        elif k < 0.6 and wire:
-            call = ("delivered", wire.pop(0))
-        elif k < 0.8:
-            call = ("cancel", rng.randrange(len(ref.recvs) + 1))
+            call: tuple[Any, ...] = (rng.choice(nic_steps),)
         else:
-            call = ("sw_sync",)
+            k = rng.random()
+            if k < 0.25:
+                call = (e.post_recv.__name__, 0, rng.randrange(cfg.senders),
+                        rng.randrange(cfg.tags), cfg.max_bytes)
+            elif k < 0.45:
+                call = (e.send.__name__, rng.randrange(cfg.senders), 0,
+                        rng.randrange(cfg.tags), 1)
+            elif k < 0.6 and wire:
+                call = (e.delivered.__name__, wire.pop(0))
+            elif k < 0.8:
+                call = (e.cancel.__name__, rng.randrange(len(ref.recvs) + 1))
+            else:
+                call = (e.sw_sync.__name__,)
         try:
             got = getattr(ref, call[0])(*call[1:])
         except EngineError:
