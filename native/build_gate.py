@@ -34,16 +34,18 @@ def cdef_text(header: str) -> str:
 
 
 def builder(module: str = MODULE, flags: Sequence[str] = FLAGS, *,
-            absolute: bool = False) -> FFI:
-    """A builder of the engine as extension ``module`` compiled with ``flags`` (and linked with
-    them); with ``absolute``, the sources are named by absolute path (a build elsewhere)."""
+            absolute: bool = False, link: Sequence[str] = ()) -> FFI:
+    """A builder of the engine as extension ``module`` compiled with ``flags`` (the sanitizer
+    and coverage ones linked with too, and ``link``); with ``absolute``, the sources are named
+    by absolute path (a build elsewhere)."""
     root = HERE if absolute else Path("native")
     ffi = FFI()
     ffi.cdef(cdef_text(HEADER.read_text(encoding="utf-8")))
     ffi.set_source(module, '#include "gate_engine.h"',
                    sources=[(root / "gate_engine.c").as_posix()],
                    include_dirs=[root.as_posix()], extra_compile_args=list(flags),
-                   extra_link_args=[f for f in flags if f.startswith("-fsanitize")])
+                   extra_link_args=[*(f for f in flags if f.startswith("-fsanitize")
+                                      or f == "--coverage"), *link])
     return ffi
 
 

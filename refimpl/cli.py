@@ -254,8 +254,8 @@ def _conform_parser(c: Parser) -> None:
                         "with its trace; exit 1 if there was any")
     c.add_argument("--mutants", action="store_true",
                    help="with --impl native: build each single-point mutant of the selected "
-                        "protocols' C engines and hold it to the spec (every edge, then random "
-                        "runs); exit 0 only if every mutant is killed")
+                        "protocols' C engines and hold it to the spec (random runs and every "
+                        "edge, the cheaper first); exit 0 only if every mutant is killed")
     c.add_argument("--c-driver", action="store_true",
                    help="with --impl native: also replay each run's trace through the C "
                         "replay driver of its protocol (native/replay/), which calls the "
@@ -268,6 +268,13 @@ def _conform_parser(c: Parser) -> None:
     c.add_argument("--driver-cflags", default="", metavar="FLAGS",
                    help="with --c-driver: extra compiler flags for the drivers, e.g. "
                         "'-fsanitize=address,undefined'")
+    c.add_argument("--coverage", action="store_true",
+                   help="with --impl native: build the selected protocols' C engines with gcov "
+                        "instrumentation, drive them (random runs with faults, every-edge "
+                        "sweeps, every allocation failure and, in a source tree, the native "
+                        "tests) and print each engine file's line and branch coverage")
+    c.add_argument("--no-tests", action="store_true",
+                   help="with --coverage: leave out the native tests of the source tree")
     c.add_argument("--json", action="store_true", help="print one JSON object")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -819,8 +826,12 @@ def cmd_conform(args: argparse.Namespace) -> int:
         raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
     selected = _selected(args.protocol)
     _check_c_driver(args)
+    if args.coverage and args.mutants:
+        raise InputError("--coverage and --mutants are separate runs: choose one")
     if args.mutants:
         return _conform_mutants(args, selected)
+    if args.coverage:
+        return _conform_coverage(args, selected)
     if args.replay:
         return _conform_c_replay(args)
     if args.exhaustive and args.param:
@@ -899,9 +910,9 @@ def _check_c_driver(args: argparse.Namespace) -> None:
     if args.impl != "native":
         raise InputError(f"--c-driver replays through the native engines' C ABI: it needs "
                          f"--impl native, not {args.impl}")
-    if args.mutants or args.exhaustive:
-        raise InputError("--c-driver replays random runs or --replay files: no --mutants or "
-                         "--exhaustive")
+    if args.mutants or args.exhaustive or args.coverage:
+        raise InputError("--c-driver replays random runs or --replay files: no --mutants, "
+                         "--exhaustive or --coverage")
     if args.replay and args.param:
         raise InputError("--replay runs each trace with its own params: no --param")
     from verbspec.refimpl.cprogram import BuildError, compiler
@@ -1020,6 +1031,43 @@ def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
         print(f"{report['killed']} of {report['mutants']} mutants killed in "
               f"{report['seconds']} s")
     return EXIT_OK if report["killed"] == report["mutants"] else EXIT_VIOLATION
+
+
+def _conform_coverage(args: argparse.Namespace, selected: Sequence[str]) -> int:
+    from verbspec import native
+    from verbspec.refimpl import coverage
+    from verbspec.refimpl.progress import Progress
+
+    if args.impl != "native":
+        raise InputError(f"--coverage measures the native engines: it needs --impl native, "
+                         f"not {args.impl}")
+    if args.exhaustive or args.param:
+        raise InputError("--coverage runs its own drive: no --exhaustive or --param")
+    for tool, what in ((os.environ.get("CC") or "cc", "a C compiler (cc)"), ("gcov", "gcov")):
+        if shutil.which(tool) is None:
+            raise InputError(f"--coverage compiles the engines with gcov's instrumentation: "
+                             f"no {what} found")
+    for proto in selected:
+        if native.load("gate" if proto == "gate" else "tag") is None:
+            raise InputError(f"the native {proto} engine is not built here (pip install -e . "
+                             f"needs a C compiler)")
+    tests = None if args.no_tests else coverage.tests_dir()
+    with Progress(not args.quiet, "verbspec conform --coverage") as progress:
+        try:
+            report = coverage.measure(selected, tests, progress.start)
+        except coverage.CoverageError as e:
+            raise InputError(str(e)) from None
+    if args.json:
+        print(json.dumps(report.as_json()))
+    else:
+        print(coverage.render(report))
+        ran = ", ".join(f"{k} {v}" for k, v in report.drive.items())
+        print(f"\ndrive: {ran or 'nothing'}"
+              + ("" if tests is not None else " (no native tests: not a source tree, or "
+                 "--no-tests)") + f"; {report.seconds:.0f} s")
+        if not report.ok:
+            print(f"the drive failed: {report.failure}")
+    return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
 def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any,

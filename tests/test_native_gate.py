@@ -72,7 +72,10 @@ RANDOM = [({}, 60), ({"window": 2, "ops": 12}, 100),
           ({"window": 2, "ops": 10, "vec_bytes": 100}, 100),
           ({"window": 3, "ops": 10, "qp_type": "rc", "chain_max": 2}, 100),
           ({"window": 4, "gates_per_token": 0, "n_slots": 5, "big_depth": 3, "rq_depth": 2,
-            "sq_depth": 2}, 100)]
+            "sq_depth": 2}, 100),
+          ({"window": 2, "ops": 10, "gates_per_token": 3, "n_slots": 8, "slot_mask": 0b10110,
+            "staging_bytes": 1000}, 60),
+          ({"window": 2, "ops": 10, "sq_depth": 1, "big_depth": 3}, 60)]
 
 
 @pytest.mark.parametrize("values,n", RANDOM, ids=lambda v: ",".join(
@@ -151,6 +154,7 @@ def twins(gate_lib: ModuleType, steps: Callable) -> None:
                 got.append(("refused", str(err)))
         assert got[0] == got[1], call
         assert ref.view() == nat.view()
+        assert ref.next_step() == nat.next_step(), call
 
 
 @pytest.mark.parametrize("tail", [
@@ -192,6 +196,123 @@ def test_the_decode_window_barrier_and_refusals_match_the_reference_engine(gate_
         lambda e: e.advance(), lambda e: e.poll_size(), lambda e: e.advance(),
         lambda e: e.completions((Completion("recv", 1, 0, 8),)), lambda e: e.advance(),
         lambda e: e.consume(), lambda e: e.call_gate(0, 1, 2), lambda e: e.call_gate(0, 1, 3)])
+
+
+# a gate through the window (CFG: two-chunk vectors), then a big gate of 3 chunks that must
+# first drain that window: the drain and the window are held at each refusal on the way
+BYTE_D1 = TcpItem("byte", 0xD1)
+GATE_ONE = [lambda e: e.setup(), lambda e: e.call_gate(0, 0, 1), lambda e: e.advance(),
+            lambda e: e.advance(), lambda e: e.tcp_read(BYTE_D1), lambda e: e.advance()]
+TO_DRAIN = [*GATE_ONE, lambda e: e.completions((Completion("recv", 1, 0, 8),)),
+            lambda e: e.advance(), lambda e: e.consume(), lambda e: e.call_big(3),
+            lambda e: e.advance(), lambda e: e.tcp_read(TcpItem("header", 1, 3, 9)),
+            lambda e: e.advance()]
+DRAINED = [*TO_DRAIN, lambda e: e.completions((Completion("recv", 0, 0, 0),) * 4),
+           lambda e: e.completions(tuple(Completion("send", TAG_BULK | i, 0, 0)
+                                         for i in range(1, 5))),
+           lambda e: e.completions((Completion("send", 1, 0, 0),) * 2), lambda e: e.advance(),
+           lambda e: e.advance(), lambda e: e.advance(), lambda e: e.advance()]
+IN_XFER = [*DRAINED, lambda e: e.tcp_read(TcpItem("byte", 1)), lambda e: e.advance()]
+
+
+@pytest.mark.parametrize("steps", [
+    # calls out of phase: a peer's close, a read and a poll where none is awaited, a big gate
+    # while a gate is held
+    [lambda e: e.setup(), lambda e: e.peer_closed(), lambda e: e.tcp_read(BYTE_D1),
+     lambda e: e.completions(()), lambda e: e.timeout(), lambda e: e.poll_size()],
+    [*GATE_ONE, lambda e: e.completions((Completion("recv", 1, 0, 8),)), lambda e: e.advance(),
+     lambda e: e.call_big(2), lambda e: e.call_gate(0, 1, 2)],
+    # gate 0 is no gate: the schedule counts from 1
+    [lambda e: e.setup(), lambda e: e.call_gate(0, 0, 0)],
+    # a header, or another byte, where the window barrier's byte belongs
+    [*GATE_ONE[:4], lambda e: e.tcp_read(TcpItem("header", 1, 3, 9))],
+    [*GATE_ONE[:4], lambda e: e.tcp_read(TcpItem("byte", 7))],
+    # a BULK send completing in a decode wait (a drain dummy's leftover) moves no count
+    [*GATE_ONE, lambda e: e.completions((Completion("send", TAG_BULK | 1, 0, 0),)),
+     lambda e: e.poll_size(), lambda e: e.advance()],
+    # a drain is over only when every receive, every send and the gate's own send are done
+    [*TO_DRAIN, lambda e: e.poll_size(), lambda e: e.advance(),
+     lambda e: e.completions((Completion("recv", 0, 0, 0),) * 4), lambda e: e.advance(),
+     lambda e: e.completions(tuple(Completion("send", TAG_BULK | i, 0, 0)
+                                   for i in range(1, 5))), lambda e: e.advance(),
+     lambda e: e.completions((Completion("send", 1, 0, 0),) * 2), lambda e: e.advance()],
+    # a header where the big-gate barrier's byte belongs
+    [*DRAINED, lambda e: e.tcp_read(TcpItem("header", 1, 3, 9))],
+    # a window with every send posted and receives outstanding has no step of its own; a
+    # failing entry ends the poll's batch
+    [*IN_XFER, lambda e: e.advance(), lambda e: e.poll_size(),
+     lambda e: e.completions((Completion("recv", TAG_BULK | 1, 0, CFG.max_msg),
+                              Completion("recv", TAG_BULK | 1, 0, CFG.max_msg),
+                              Completion("recv", TAG_BULK | 2, 0, CFG.max_msg)))],
+    # the window completes: receives, then sends, and the big gate is over
+    [*IN_XFER, lambda e: e.completions(tuple(Completion("recv", TAG_BULK | i, 0, CFG.max_msg)
+                                             for i in range(1, 4))),
+     lambda e: e.advance(), lambda e: e.completions(tuple(
+         Completion("send", TAG_BULK | i, 0, 0) for i in range(1, 4))),
+     lambda e: e.advance(), lambda e: e.call_gate(0, 1, 2)],
+], ids=["out-of-phase", "big-while-held", "seq-0", "header-for-barrier", "byte-for-barrier",
+        "bulk-send-in-wait",
+        "drain", "header-for-big-barrier", "xfer-batch", "xfer-done"])
+def test_refusals_drains_and_windows_match_the_reference_engine(gate_lib, steps):
+    twins(gate_lib, [*steps, lambda e: e.view()])
+
+
+BAD_CONFIGS = [({"max_msg": 0}, "max_msg"), ({"max_msg": 2 ** 31 + 1}, "max_msg"),
+               ({"vec_bytes": 0}, "vec_bytes"), ({"window": 32769}, "window"),
+               ({"n_slots": 0}, "n_slots"), ({"n_slots": 65537}, "n_slots"),
+               ({"gates_per_token": 65537}, "gates_per_token"),
+               ({"gates_per_token": 2, "slot_mask": 0b111}, "gates_per_token bits"),
+               ({"gates_per_token": 2, "n_slots": 8, "slot_mask": 0b100000001},
+                "at or above n_slots"),
+               ({"gates_per_token": 2, "slot_start": 65537}, "slot schedule"),
+               ({"gates_per_token": 2, "slot_step": 65537}, "slot schedule"),
+               ({"gates_per_token": 2, "n_slots": 4, "slot_start": 2, "slot_step": 2},
+                "slot schedule"),
+               ({"rq_depth": 0}, "rq_depth"), ({"sq_depth": 0}, "sq_depth"),
+               ({"chain_max": 0}, "chain_max"), ({"staging_bytes": 0}, "staging_bytes"),
+               ({"big_depth": 0}, "big_depth"), ({"big_depth": 257}, "big_depth")]
+
+
+@pytest.mark.parametrize("values,named", BAD_CONFIGS,
+                         ids=[",".join(f"{k}={v}" for k, v in c.items()) for c, _ in BAD_CONFIGS])
+def test_each_configuration_check_of_the_c_engine_names_what_it_refuses(gate_lib, values, named):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match=f"gate engine configuration: .*{re.escape(named)}"):
+        NativeGateEngine(replace(CFG, **values), 0, gate_lib)
+
+
+def test_a_refused_configuration_needs_no_error_buffer(gate_lib):
+    ffi, lib = gate_lib.ffi, gate_lib.lib
+    out = ffi.new("vs_gate **")
+    cfg = ffi.new("vs_gate_config *", {"max_msg": 0})
+    assert lib.vs_gate_create(cfg, 0, out, ffi.NULL, 0) == lib.VS_GATE_REFUSED
+    assert out[0] == ffi.NULL
+    err = ffi.new("char[]", b"untouched")
+    assert lib.vs_gate_create(cfg, 0, out, err, 0) == lib.VS_GATE_REFUSED
+    assert ffi.string(err) == b"untouched" and out[0] == ffi.NULL
+
+
+def test_a_mask_schedule_over_64_slots_or_more_is_taken(gate_lib):
+    from dataclasses import replace
+
+    e = NativeGateEngine(replace(CFG, gates_per_token=2, n_slots=86, slot_mask=0b1010), 0,
+                         gate_lib)
+    e.setup()
+    assert e.call_gate(0, 1, 1).result == ""        # gate 1: the first set bit, slot 1
+
+
+def test_the_readers_agree_with_the_view(gate_lib):
+    lib, ffi = gate_lib.lib, gate_lib.ffi
+    e = NativeGateEngine(CFG, 0, gate_lib)
+    for call in GATE_ONE:
+        call(e)
+        v, h = e.view(), e.handle
+        assert (PHASES[lib.vs_gate_phase_of(h)], lib.vs_gate_recv_done(h),
+                lib.vs_gate_last_gate_seq(h), bool(lib.vs_gate_window_active(h)),
+                lib.vs_gate_send_outstanding(h), ffi.string(lib.vs_gate_error(h)).decode()) == (
+            v.phase, v.recv_done, v.last_gate_seq, v.window_active, v.send_outstanding, v.error)
+    assert [ffi.string(lib.vs_gate_phase_name(p)) for p in (-1, len(PHASES))] == [b"", b""]
 
 
 def test_a_copy_is_independent_of_its_original(gate_lib):

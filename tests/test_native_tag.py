@@ -34,7 +34,7 @@ from verbspec.refimpl.conformance_tagmatch import (
     resolve,
 )
 from verbspec.refimpl.native_tagmatch import _FIELDS, NOT_BUILT, NativeTagEngine
-from verbspec.refimpl.tagmatch_engine import EAGER, EngineError, Packet, TagMatchEngine
+from verbspec.refimpl.tagmatch_engine import EAGER, RNDV, EngineError, Packet, TagMatchEngine
 from verbspec.spec.tagmatch import offload, state
 from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.system import build
@@ -279,6 +279,87 @@ def test_a_reset_engine_behaves_as_a_new_one(tag_module):
         return nat
 
     assert differential(reused, STRESS, 11, 1_500) > 700
+
+
+def test_a_packet_differing_in_each_field_is_refused_as_the_reference_engine_refuses(
+        tag_module):
+    # message 0 goes by rendezvous (2 bytes > eager_limit 1): each field of it changed in turn
+    sent = Packet(0, 0, 0, 0, 2, RNDV)
+    _same([("send", 0, 0, 0, 2),
+           *(("delivered", replace(sent, **{f: v})) for f, v in (
+               ("comm", 1), ("src", 1), ("tag", 1), ("nbytes", 1), ("kind", EAGER))),
+           ("delivered", Packet(1, 0, 1, 0, 1, EAGER)), ("read_done", 0), ("send_fin", 0),
+           ("delivered", sent), ("read_done", 0), ("delivered", sent), ("post_recv", 5, 0, 0, 1),
+           ("probe", 0, 0, 7), ("sw_complete",)],
+          {"senders": 2, "messages": 1, "comms": 2, "tags": 2, "capacity": 0, "max_bytes": 2,
+           "eager_limit": 1})
+
+
+def test_a_probe_waits_for_the_nics_completions(tag_module):
+    _same([("send", 0, 0, 0, 1), ("delivered", Packet(0, 0, 0, 0, 1, EAGER)),
+           ("probe", 0, ANY, ANY), ("sw_complete",), ("probe", 0, ANY, ANY)])
+
+
+@pytest.mark.parametrize("field", ["senders", "messages", "tags", "comms", "max_bytes",
+                                   "eager_limit", "capacity"])
+def test_a_negative_configuration_value_is_refused(tag_module, field):
+    with pytest.raises(EngineError, match="refuses the configuration"):
+        NativeTagEngine(replace(build({}).params, **{field: -1}))
+
+
+def test_a_job_of_more_messages_than_records_can_index_is_refused(tag_module):
+    with pytest.raises(EngineError, match="refuses the configuration"):
+        NativeTagEngine(replace(build({}).params, senders=100_000, messages=100_000))
+
+
+def test_a_job_without_senders_or_messages_takes_receives_only(tag_module):
+    for values in ({"senders": 0}, {"messages": 0}):
+        _, nat = _same([("send", 0, 0, 0, 1), ("post_recv", 0, ANY, ANY, 1), ("hw_op",),
+                         ("cancel", 0), ("sw_complete",), ("post_recv", 0, ANY, 0, 1)],
+                        {**values, "capacity": 2})
+        twin = copy.deepcopy(nat)
+        nat.reset()
+        assert nat.view() == NativeTagEngine(nat.cfg).view() != twin.view()
+
+
+def test_a_nic_larger_than_the_job_is_sized_by_the_job(tag_module):
+    assert differential(NativeTagEngine, {**STRESS, "capacity": 100}, 5, 800) > 300
+
+
+def test_random_calls_with_buckets_shared_by_many_envelopes_agree(tag_module):
+    """More tags and sources than a table has buckets: envelopes share buckets, and matching,
+    probing, cancelling and the NIC step over the entries of other envelopes."""
+    taken = 0
+    for values in ({"senders": 4, "messages": 16, "tags": 64, "comms": 2, "capacity": 3,
+                    "max_bytes": 3, "eager_limit": 1},
+                   {"senders": 4, "messages": 2, "tags": 8, "comms": 2, "capacity": 0,
+                    "max_bytes": 3, "eager_limit": 1}):
+        taken += sum(differential(NativeTagEngine, values, seed, 1_500) for seed in range(3))
+    assert taken > 3_000
+
+
+def test_a_reset_engine_holding_nic_receives_and_unexpected_messages_is_new(tag_module):
+    cfg = replace(build({}).params, **STRESS)
+    nat = NativeTagEngine(cfg)
+    differential(lambda _: nat, STRESS, 4, 600)     # every table grown
+    nat.reset()
+    # a receive the NIC lists, one kept in software, an unexpected message indexed for the
+    # (comm, ANY, tag) receives a probe then looked for
+    tail = [("post_recv", 0, 0, 0, 2), ("hw_op",), ("post_recv", 1, ANY, 0, 2),
+            ("send", 1, 2, 1, 1), ("delivered", Packet(30, 2, 1, 1, 1, EAGER)),
+            ("sw_complete",), ("probe", 2, ANY, 1)]
+    _same(tail, STRESS)
+    for name, *args in tail:
+        getattr(nat, name)(*args)
+    held = nat.view()
+    assert held.hw and held.unexpected and len(held.posted) == 2
+    nat.reset()
+    assert nat.view() == NativeTagEngine(cfg).view()
+    assert differential(lambda _: nat, STRESS, 12, 600) > 200
+
+
+def test_destroying_no_engine_is_allowed(tag_module):
+    tag_module.lib.vs_tag_destroy(tag_module.ffi.NULL)
 
 
 # ------------------------------------------------------------------------ the C itself
