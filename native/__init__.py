@@ -11,6 +11,8 @@ its Python engines; ``load`` says whether an engine was built.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from types import ModuleType
 
 # engine name -> its compiled module
@@ -27,3 +29,16 @@ def load(engine: str) -> ModuleType | None:
         return importlib.import_module(f"verbspec.native.{MODULES[engine]}")
     except ImportError:
         return None
+
+
+def load_build(path: str | Path, name: str | None = None) -> ModuleType:
+    """A module built outside the package (a sanitized, mutant or coverage build of an
+    engine), loaded from its file; ``name`` defaults to the file's stem."""
+    path = Path(path)
+    name = name or path.name.split(".")[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load the build {path}")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import importlib.util
 import json
 import os
 import random
@@ -143,17 +142,6 @@ def build(protocols: Sequence[str], tmp: Path, instrument: bool = True) -> dict[
         except Exception as e:      # distutils' CompileError, LinkError: say which engine
             raise CoverageError(f"the coverage build of the {proto} engine failed: {e}") from e
     return out
-
-
-def load(path: Path) -> ModuleType:
-    """A module ``build`` made, by its path."""
-    name = path.name.split(".")[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise CoverageError(f"cannot load the coverage build {path}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # ------------------------------------------------------------------------------ the drive
@@ -520,7 +508,7 @@ def _main(argv: Sequence[str]) -> int:
     mods = {}
     for item in args.builds:
         proto, _, path = item.partition("=")
-        mods[proto] = load(Path(path))
+        mods[proto] = native.load_build(path)
     try:
         done = drive(mods, args.tests, lambda s: print(s, file=sys.stderr, flush=True))
     except AssertionError as e:

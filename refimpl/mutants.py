@@ -11,7 +11,6 @@ its configurations. A mutant is killed by its first mismatch; one that passes bo
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
 import tempfile
@@ -46,22 +45,13 @@ def numbers(source: Path) -> list[int]:
                                               source.read_text(encoding="utf-8"))})
 
 
-def _load(path: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the mutant build {path}")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _build_gate(n: int, tmp: Path) -> ModuleType:
     from verbspec.native.build_gate import FLAGS, builder
 
     name = f"_gate_engine_mutant{n}"
     path = builder(name, (*FLAGS, f"-DVS_MUTANT={n}"), absolute=True).compile(
         tmpdir=str(tmp), verbose=False)
-    return _load(path, name)
+    return native.load_build(path, name)
 
 
 def _build_tag(n: int, tmp: Path) -> ModuleType:
@@ -70,7 +60,7 @@ def _build_tag(n: int, tmp: Path) -> ModuleType:
     name = f"_tag_engine_mutant{n}"
     path = builder(name, extra_compile_args=(f"-DVS_MUTANT={n}",),
                    root=NATIVE.parent).compile(tmpdir=str(tmp), verbose=False)
-    return _load(path, name)
+    return native.load_build(path, name)
 
 
 def _kill_gate(mod: ModuleType) -> tuple[str, Any] | None:

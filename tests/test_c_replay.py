@@ -186,7 +186,8 @@ def test_replay_files_through_the_c_driver(tmp_path, capsys):
     (["--impl", "refimpl", "--c-driver"], "it needs --impl native, not refimpl"),
     (["--impl", "native", "--replay", "x.itf.json"], "it needs --c-driver"),
     (["--impl", "native", "--driver-cflags=-O0"], "it needs --c-driver"),
-    (["--impl", "native", "--c-driver", "--exhaustive"], "no --mutants, --exhaustive or --coverage"),
+    (["--impl", "native", "--c-driver", "--exhaustive"],
+     "no --mutants, --exhaustive or --coverage"),
     (["--impl", "native", "--c-driver", "--replay", "x", "--param", "window=2"],
      "no --param"),
 ])

@@ -11,6 +11,7 @@ import shutil
 import pytest
 from conftest import native_module, require
 
+from verbspec import native
 from verbspec.refimpl import coverage
 from verbspec.refimpl.cli import main
 
@@ -30,7 +31,7 @@ def fault_builds(tmp_path_factory) -> dict:
     _compiler()
     built = coverage.build(tuple(coverage.ENGINES), tmp_path_factory.mktemp("faults"),
                            instrument=False)
-    return {proto: coverage.load(path) for proto, path in built.items()}
+    return {proto: native.load_build(path) for proto, path in built.items()}
 
 
 def test_every_allocation_failure_leaves_the_engine_as_it_was(fault_builds):

@@ -10,7 +10,6 @@ fails instead under VERBSPEC_REQUIRE_NATIVE=1."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import random
@@ -25,6 +24,7 @@ import pytest
 from configs import TAGMATCH_CONFIGS
 from conftest import native_module, require
 
+from verbspec import native
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance_tagmatch import (
     EMITTED_FIELDS,
@@ -472,18 +472,11 @@ def killed_by(mod) -> str | None:
     return None
 
 
-def _import(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_engine_conforms_when_every_bucket_is_shared(tmp_path):
     """Built with two buckets per table, each bucket holds entries of many envelopes, which
     matching, probing, cancelling and the NIC must step over."""
     compiler()
-    mod = _import(_load_built(tmp_path, "_tag_engine_b2", ("-DVS_TAG_MAX_BUCKETS=2",)),
+    mod = native.load_build(_load_built(tmp_path, "_tag_engine_b2", ("-DVS_TAG_MAX_BUCKETS=2",)),
                   "_tag_engine_b2")
 
     def factory(cfg):
@@ -508,7 +501,7 @@ def test_the_mutants_are_numbered_in_the_source():
 def test_each_mutant_is_caught(n, tmp_path):
     compiler()
     t0 = time.perf_counter()
-    mod = _import(_load_built(tmp_path, f"_tag_engine_m{n}", (f"-DVS_MUTANT={n}",)),
+    mod = native.load_build(_load_built(tmp_path, f"_tag_engine_m{n}", (f"-DVS_MUTANT={n}",)),
                   f"_tag_engine_m{n}")
     found = killed_by(mod)
     assert found is not None, f"mutant {n} ({MUTANTS[n]}) survived"
