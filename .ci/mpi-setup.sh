@@ -13,9 +13,19 @@ if ! command -v mpiexec >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; t
 fi
 
 PY="${PYTHON:-python3}"
-# The mpi4py wheel looks for libmpi.so.12 while Debian's MPICH ships libmpich.so.12: build mpi4py
-# from source against Debian's mpicc so it links the library that is really there.
-if ! "$PY" -c 'from mpi4py import MPI; MPI.Get_library_version()' >/dev/null 2>&1; then
+works() { "$PY" -c 'from mpi4py import MPI; MPI.Get_library_version()' >/dev/null 2>&1; }
+# The mpi4py wheel loads MPICH's ABI as libmpi.so.12, which Debian's MPICH ships as
+# libmpich.so.12: name it so beside it and take the wheel. Where that does not import, build
+# mpi4py from source against Debian's mpicc instead.
+if ! works; then
+    LIB="$(ldconfig -p | awk '/libmpich\.so\.12 /{print $NF; exit}' || true)"
+    if [ -n "$LIB" ] && [ ! -e "$(dirname "$LIB")/libmpi.so.12" ]; then
+        $SUDO ln -s libmpich.so.12 "$(dirname "$LIB")/libmpi.so.12"
+    fi
+    "$PY" -m pip install -q --only-binary mpi4py mpi4py || true
+fi
+if ! works; then
+    "$PY" -m pip uninstall -q -y mpi4py || true
     MPICC="$(command -v mpicc)" "$PY" -m pip install --no-binary mpi4py --no-cache-dir mpi4py
 fi
 
