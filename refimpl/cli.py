@@ -1002,22 +1002,30 @@ def _conform_module(proto: str) -> Any:
     return conformance_tagmatch
 
 
-def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
+def _native_run(args: argparse.Namespace, selected: Sequence[str], what: str,
+                own: str) -> None:
+    """What a run over the native engines' own builds needs: --impl native, no options that
+    choose its configurations, and the selected engines built here."""
     from verbspec import native
-    from verbspec.refimpl import mutants
-    from verbspec.refimpl.progress import Progress
 
     if args.impl != "native":
-        raise InputError(f"--mutants holds the native engines' mutants: it needs --impl "
-                         f"native, not {args.impl}")
+        raise InputError(f"{what}: it needs --impl native, not {args.impl}")
     if args.exhaustive or args.param:
-        raise InputError("--mutants runs its own sweeps: no --exhaustive or --param")
-    if shutil.which(os.environ.get("CC") or "cc") is None:
-        raise InputError("--mutants compiles each mutant: no C compiler (cc) found")
+        raise InputError(f"{own}: no --exhaustive or --param")
     for proto in selected:
         if native.load("gate" if proto == "gate" else "tag") is None:
             raise InputError(f"the native {proto} engine is not built here (pip install -e . "
                              f"needs a C compiler)")
+
+
+def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
+    from verbspec.refimpl import mutants
+    from verbspec.refimpl.progress import Progress
+
+    _native_run(args, selected, "--mutants holds the native engines' mutants",
+                "--mutants runs its own sweeps")
+    if shutil.which(os.environ.get("CC") or "cc") is None:
+        raise InputError("--mutants compiles each mutant: no C compiler (cc) found")
     t0 = time.perf_counter()
     with Progress(not args.quiet, "verbspec conform --mutants") as progress:
         results = mutants.run_mutants(selected, progress.start)
@@ -1034,23 +1042,15 @@ def _conform_mutants(args: argparse.Namespace, selected: Sequence[str]) -> int:
 
 
 def _conform_coverage(args: argparse.Namespace, selected: Sequence[str]) -> int:
-    from verbspec import native
     from verbspec.refimpl import coverage
     from verbspec.refimpl.progress import Progress
 
-    if args.impl != "native":
-        raise InputError(f"--coverage measures the native engines: it needs --impl native, "
-                         f"not {args.impl}")
-    if args.exhaustive or args.param:
-        raise InputError("--coverage runs its own drive: no --exhaustive or --param")
+    _native_run(args, selected, "--coverage measures the native engines",
+                "--coverage runs its own drive")
     for tool, what in ((os.environ.get("CC") or "cc", "a C compiler (cc)"), ("gcov", "gcov")):
         if shutil.which(tool) is None:
             raise InputError(f"--coverage compiles the engines with gcov's instrumentation: "
                              f"no {what} found")
-    for proto in selected:
-        if native.load("gate" if proto == "gate" else "tag") is None:
-            raise InputError(f"the native {proto} engine is not built here (pip install -e . "
-                             f"needs a C compiler)")
     tests = None if args.no_tests else coverage.tests_dir()
     with Progress(not args.quiet, "verbspec conform --coverage") as progress:
         try:

@@ -219,6 +219,14 @@ GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 
                "chain_max=4 staging_bytes=1048576 grant0=64 grant1=4")
 
 
+def _run_script(drivers, protocol: str, tmp_path: Path, script: str
+                ) -> tuple[Path, subprocess.CompletedProcess]:
+    path = tmp_path / "s.txt"
+    path.write_text(script)
+    return path, subprocess.run([str(drivers.driver(protocol)), str(path)],
+                                capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("script, message", [
     ("", ": empty script: expected 'verbspec-replay gate'"),
     ("verbspec-replay tag\n", "line 1: a script for the tag engine, not gate"),
@@ -243,10 +251,7 @@ GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 
      "line 3: completion 'send...': expected OP:STATUS:WR_ID:BYTE_LEN"),
 ])
 def test_a_malformed_gate_script_exits_2_naming_the_line(drivers, tmp_path, script, message):
-    path = tmp_path / "s.txt"
-    path.write_text(script)
-    done = subprocess.run([str(drivers.driver("gate")), str(path)], capture_output=True,
-                          text=True)
+    path, done = _run_script(drivers, "gate", tmp_path, script)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().startswith(f"{path}{message}" if message[0] == ":"
                                           else f"{path} {message}"), done.stderr
@@ -262,10 +267,7 @@ def test_a_malformed_gate_script_exits_2_naming_the_line(drivers, tmp_path, scri
      "line 3: send takes 4 arguments, the line gives 3"),
 ])
 def test_a_malformed_tag_script_exits_2_naming_the_line(drivers, tmp_path, script, message):
-    path = tmp_path / "s.txt"
-    path.write_text(script)
-    done = subprocess.run([str(drivers.driver("tagmatch")), str(path)], capture_output=True,
-                          text=True)
+    path, done = _run_script(drivers, "tagmatch", tmp_path, script)
     assert done.returncode == 2 and done.stderr.strip() == f"{path} {message}", done.stderr
 
 

@@ -317,12 +317,7 @@ int main(int argc, char **argv)
     driver d = {0};
     size_t steps = 0;
     int code = run(&d, &s, &steps);
-    if (code == RP_AGREED)
-        printf("agreed on %zu steps\n", steps);
-    else if (code == RP_MALFORMED)
-        fprintf(stderr, "%s\n", s.err);
-    else if (code == RP_NOMEM)
-        fprintf(stderr, "out of memory\n");
+    rp_report(&s, code, steps);
     for (int r = 0; r < 2; r++)
         if (d.rank[r] != NULL)
             vs_gate_destroy(d.rank[r]);

@@ -304,3 +304,14 @@ void rp_refused(const rp_script *s, const char *why, FILE *out)
     fprintf(out, "step %s %s: the step: expected taken, got refused: %s\n", s->tok[0],
             s->tok[1], why);
 }
+
+int rp_report(const rp_script *s, int code, size_t steps)
+{
+    if (code == RP_AGREED)
+        printf("agreed on %zu steps\n", steps);
+    else if (code == RP_MALFORMED)
+        fprintf(stderr, "%s\n", s->err);
+    else if (code == RP_NOMEM)
+        fprintf(stderr, "out of memory\n");
+    return code;
+}

@@ -65,6 +65,9 @@ typedef struct {
 /* Opens path ("-": standard input). */
 int rp_open(rp_script *s, const char *path);
 void rp_close(rp_script *s);
+/* The run's outcome: the agreed line on stdout, or a malformed script's or out of memory's
+ * message on stderr (a difference was printed where it was found); returns code. */
+int rp_report(const rp_script *s, int code, size_t steps);
 /* Reads the next line and splits it: 1 a line, 0 the end of the script, -1 an error. */
 int rp_next(rp_script *s);
 /* Records a malformed-line error: "PATH line N: ..."; returns -1. */

@@ -305,12 +305,7 @@ int main(int argc, char **argv)
     rp_fields got = {0};
     size_t steps = 0;
     int code = run(&e, &got, &s, &steps);
-    if (code == RP_AGREED)
-        printf("agreed on %zu steps\n", steps);
-    else if (code == RP_MALFORMED)
-        fprintf(stderr, "%s\n", s.err);
-    else if (code == RP_NOMEM)
-        fprintf(stderr, "out of memory\n");
+    rp_report(&s, code, steps);
     if (e != NULL)
         vs_tag_destroy(e);
     rp_fields_free(&got);
