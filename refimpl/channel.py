@@ -3,8 +3,9 @@
 The channel owns a gate engine (sans I/O: it says what to post, write and wait for) and runs it
 on a transport: a device that posts work requests and polls completions (``SimDevice``, or a
 real verbs device) and the TCP side channel. ``exchange`` sends this rank's vector for one gate
-and returns the peer's; ``big_exchange`` moves a bulk buffer both ways in big-gate windows,
-draining the decode window first when it is armed, as the protocol does. Every failure ends in
+and returns the peer's; ``drain`` takes the armed decode window down (both ranks call it at the
+same point); ``big_exchange`` moves a bulk buffer both ways in big-gate windows, once the window
+is drained. Every failure ends in
 ``GateError`` carrying the protocol's message, and the channel then refuses further use until it
 is set up again (a new channel).
 
@@ -128,6 +129,7 @@ class GateChannel:
     _seq: int = field(default=0, init=False)
     _closed: str = field(default="", init=False)
     _big: _BigGate | None = field(default=None, init=False)
+    _big_no: int = field(default=0, init=False)    # big gates moved, drains' included
     _posted_at: float = field(default=0.0, init=False)
     _profile: list[list[float]] | None = field(default=None, init=False)
     _trace: bool = field(default=False, init=False)
@@ -186,23 +188,45 @@ class GateChannel:
         self.stats.gates += 1
         return got[:n]
 
+    def drain(self) -> None:
+        """Take the armed decode window down: post dummy sends into the peer's receives and
+        reap the window, as ds4 does before a big gate; both ranks call it at the same point
+        of their gate sequence. A drain needs a rendezvous (dummies that reach a peer still
+        in its decode window are lost on UC), and the protocol's one is the big-gate header
+        exchange, so the drain travels in a one-chunk big gate. No window armed: nothing to
+        do, on both ranks alike."""
+        self._usable()
+        if not self.engine.view().window_active:
+            return
+        self._big_gate(b"\0")
+        self.stats.drains += 1
+
     def big_exchange(self, data: bytes) -> bytes:
         """Send ``data`` to the peer in big-gate windows and return the peer's, which must be
-        the same size (the header's chunk counts are compared)."""
+        the same size (the header's chunk counts are compared). The decode window must be
+        drained first (``drain``)."""
         self._usable()
         if not data:
             raise GateError("big_exchange: no data (a big gate moves at least one byte)")
+        if self.engine.view().window_active:
+            raise GateError("big_exchange: the decode receive window is armed: drain() it "
+                            "first, on both ranks")
+        got = self._big_gate(data)
+        self.stats.big_gates += 1
+        self.stats.big_bytes += len(data)
+        return got
+
+    def _big_gate(self, data: bytes) -> bytes:
         m = self.big_chunk_bytes
         chunks = -(-len(data) // m)
         # the protocol moves whole chunks: the last one is padded
-        big = self._big = _BigGate(self.stats.big_gates + 1, data, bytearray(chunks * m))
+        self._big_no += 1
+        big = self._big = _BigGate(self._big_no, data, bytearray(chunks * m))
         try:
             self._apply(self.engine.call_big(chunks))
             self._run()
         finally:
             self._big = None
-        self.stats.big_gates += 1
-        self.stats.big_bytes += len(data)
         return bytes(big.out[:len(data)])
 
     def _note_profile(self, gate: int, t0: float) -> None:

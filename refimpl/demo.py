@@ -68,6 +68,7 @@ def work(ch: GateChannel, rank: int, arg: tuple[Plan, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     gates(plan.gates)
     t1 = time.perf_counter()
+    ch.drain()
     got = ch.big_exchange(big_data(rank, plan.big_bytes))
     t2 = time.perf_counter()
     wrong += got != big_data(1 - rank, plan.big_bytes)

@@ -112,6 +112,7 @@ def _session(ch: GateChannel, rank: int, s: Session, tally: dict[str, Any]) -> N
         if s.fault == "delay" and rank == s.rank and seq == s.at:
             ch.device.delay_sends(0.0)          # one delayed gate
         if seq == s.big_at:
+            ch.drain()
             got = ch.big_exchange(big_data(rank, BIG_BYTES))
             tally["big_gates"] += 1
             tally["wrong"] += got != big_data(1 - rank, BIG_BYTES)

@@ -35,10 +35,13 @@ def gates(ch: GateChannel, rank: int, first: int, n: int) -> int:
 
 def round_trip(ch: GateChannel, rank: int, big: int) -> dict:
     wrong = gates(ch, rank, 1, 20)
+    ch.drain()
+    ch.drain()                  # the window is down: nothing to do
     got = ch.big_exchange(big_data(rank, big))
     wrong += got != big_data(1 - rank, big)
     wrong += gates(ch, rank, 21, 20)
-    return {"wrong": wrong, "gates": ch.stats.gates, "big": ch.stats.big_bytes}
+    return {"wrong": wrong, "gates": ch.stats.gates, "big": ch.stats.big_bytes,
+            "drains": ch.stats.drains, "big_gates": ch.stats.big_gates}
 
 
 @pytest.fixture(params=["python", "native"])
@@ -54,7 +57,7 @@ def test_gates_big_gate_and_rearm_verify_every_payload(big, engine):
     out = run_ranks(SMALL, round_trip, (big, big), engine=engine, timeout_s=60)
     for o in out:
         assert o.error == "", o.error
-        assert o.result == {"wrong": 0, "gates": 40, "big": big}
+        assert o.result == {"wrong": 0, "gates": 40, "big": big, "drains": 1, "big_gates": 1}
         assert o.dropped == 0
 
 
@@ -166,6 +169,9 @@ def misuse(ch: GateChannel, rank: int, what: str) -> str:
             ch.exchange(0, 0, bytes(ch.vector_bytes + 1))
         elif what == "empty big":
             ch.big_exchange(b"")
+        elif what == "big while armed":
+            ch.exchange(0, 0, vector(rank, 1, ch.vector_bytes))     # arms the window
+            ch.big_exchange(b"x")
     except GateError as e:
         return str(e)
     return "no error"
@@ -177,6 +183,8 @@ def misuse(ch: GateChannel, rank: int, what: str) -> str:
     ("size", f"vector of {SMALL.vec_bytes - TRAILER.size + 1} bytes: the channel's vectors "
              f"are {SMALL.vec_bytes - TRAILER.size} bytes"),
     ("empty big", "big_exchange: no data (a big gate moves at least one byte)"),
+    ("big while armed", "big_exchange: the decode receive window is armed: drain() it first, "
+                        "on both ranks"),
 ])
 def test_misuse_is_refused_by_name(what, text):
     out = run_ranks(SMALL, lambda ch, r, a: misuse(ch, r, a), (what, what), engine="python",
