@@ -1446,10 +1446,10 @@ int vs_tag_read_done(vs_tag *e, int64_t mid)
     int rc = check_sent(e, mid);
     if (rc)
         return rc;
-    if (e->msg[mid].stage != VS_TAG_READING && e->msg[mid].stage != VS_TAG_FIN_EARLY)
+    if (e->msg[mid].stage != VS_TAG_READING)
         return refuse(e, 0, "message %" PRId64 " has no READ in flight", mid);
     int32_t rid = e->msg[mid].matched_to;
-    e->msg[mid].stage = e->msg[mid].stage == VS_TAG_FIN_EARLY ? VS_TAG_FIN_SENT : VS_TAG_READ_DONE;
+    e->msg[mid].stage = VS_TAG_READ_DONE;
     e->recv[rid].completion = code_of(e, rid, (int32_t)mid);
     e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
     e->out.ncompletions = 1;
