@@ -226,12 +226,11 @@ static int32_t doubled(int32_t cap, int32_t need)
     return c > INT32_MAX / 2 ? -1 : (int32_t)c;
 }
 
-/* n records of `size` bytes in memory aligned to a cache line, so that no record of 32 or
- * 64 bytes straddles two lines (NULL: out of memory). */
+/* n >= 1 records of `size` bytes in memory aligned to a cache line, so that no record of 32
+ * or 64 bytes straddles two lines (NULL: out of memory). */
 static void *lines(size_t n, size_t size)
 {
-    size_t bytes = (n * size + 63) & ~(size_t)63;
-    return aligned_alloc(64, bytes > 0 ? bytes : 64);
+    return aligned_alloc(64, (n * size + 63) & ~(size_t)63);
 }
 
 /* An array of `old` records moved to lines of room for `n` (NULL: out of memory, the array
@@ -246,10 +245,9 @@ static void *lines_grow(void *p, size_t old, size_t n, size_t size)
     return q;
 }
 
+/* The receive arrays grown to hold need > rcap records. */
 static int ensure_recvs(vs_tag *e, int32_t need)
 {
-    if (need <= e->rcap)
-        return 0;
     int32_t c = doubled(e->rcap, need);
     if (c < 0)
         return -1;
@@ -612,42 +610,61 @@ static void unx_index_all(vs_tag *e, int k)
     e->unx_on |= 1u << k;
 }
 
-/* The earliest (or, newest, the latest) arrived message a receive (comm, src, tag) selects,
- * or -1: the first in that order that it selects in the bucket its envelope names. */
-HOT int32_t unexpected_scan(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag,
-                            bool newest)
+/* The unexpected messages a receive (comm, src, tag) of kind k looks in, in arrival-key
+ * order, and in *set the links they are threaded by: the bucket its envelope names in kind
+ * k's table (indexed at the kind's first use), or with one communicator and both wildcards
+ * the arrival list itself. */
+HOT const vs_list *unexpected_bucket(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag,
+                                     int *set)
+{
+    if (k == K_ANY_BOTH && e->one_comm) {
+        *set = ML_ARRIVAL;
+        return &e->arrival;
+    }
+    if (!(e->unx_on & (1u << k)))
+        unx_index_all(e, k);
+    e->unx_used |= 1u << k;
+    *set = k;
+    return bucket_of(e, &e->unx[k], k, comm, src, tag);
+}
+
+#if VS_MUTANT == 2 || VS_MUTANT == 8
+/* mutants 2 and 8: the latest arrived message a receive (comm, src, tag) selects, or -1 */
+static int32_t unexpected_newest(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
 {
     if (e->nunexpected == 0)
         return -1;
-    int set = k;
-    const vs_list *b;
-    if (k == K_ANY_BOTH && e->one_comm) {
-        set = ML_ARRIVAL;
-        b = &e->arrival;
-    } else {
-        if (!(e->unx_on & (1u << k)))
-            unx_index_all(e, k);
-        e->unx_used |= 1u << k;
-        b = bucket_of(e, &e->unx[k], k, comm, src, tag);
-    }
-    for (int32_t at = newest ? b->tail : b->head; at >= 0;) {
+    int set;
+    const vs_list *b = unexpected_bucket(e, k, comm, src, tag, &set);
+    for (int32_t at = b->tail; at >= 0; at = e->mlink[at].link[set].prev) {
         const vs_msg *m = &e->msg[at];
         if (m->comm == comm && ((k & K_ANY_SRC) || m->src == src)
             && ((k & K_ANY_TAG) || m->tag == tag))
             return at;
-        at = newest ? e->mlink[at].link[set].prev : e->mlink[at].link[set].next;
     }
     return -1;
 }
+#endif
 
+/* The earliest arrived message a receive (comm, src, tag) selects, or -1: the first that it
+ * selects in the bucket its envelope names. */
 HOT int32_t unexpected_find(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
 {
 #if VS_MUTANT == 2
     /* mutant: the newest unexpected message first */
-    return unexpected_scan(e, k, comm, src, tag, true);
-#else
-    return unexpected_scan(e, k, comm, src, tag, false);
+    return unexpected_newest(e, k, comm, src, tag);
 #endif
+    if (e->nunexpected == 0)
+        return -1;
+    int set;
+    const vs_list *b = unexpected_bucket(e, k, comm, src, tag, &set);
+    for (int32_t at = b->head; at >= 0; at = e->mlink[at].link[set].next) {
+        const vs_msg *m = &e->msg[at];
+        if (m->comm == comm && ((k & K_ANY_SRC) || m->src == src)
+            && ((k & K_ANY_TAG) || m->tag == tag))
+            return at;
+    }
+    return -1;
 }
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -1233,7 +1250,8 @@ APART int delivered_offload(vs_tag *e, int32_t mid)
 }
 
 /* A message that arrived (without offload) takes the earliest pending receive it matches
- * (delivered_any), or joins the unexpected messages (delivered_unexpected). */
+ * (delivered_any: any kind may match, none yet found), or joins the unexpected messages
+ * (delivered_unexpected). */
 APART int delivered_unexpected(vs_tag *e, int32_t mid)
 {
     unexpected_add(e, mid, ++e->order);
@@ -1242,8 +1260,6 @@ APART int delivered_unexpected(vs_tag *e, int32_t mid)
 
 APART int delivered_any(vs_tag *e, int32_t mid)
 {
-    if (e->post_on == 0)
-        return delivered_unexpected(e, mid);
     const vs_msg *m = &e->msg[mid];
     vs_list *bucket;
     int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
@@ -1411,8 +1427,8 @@ int vs_tag_probe(vs_tag *e, int64_t comm, int64_t src, int64_t tag)
     e->out.nprobe = 1;
 #if VS_MUTANT == 8
     /* mutant: a probe answers with the newest message it selects */
-    e->out.probe = unexpected_scan(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
-                                   (int32_t)tag, true);
+    e->out.probe = unexpected_newest(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
+                                     (int32_t)tag);
 #else
     e->out.probe = unexpected_find(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
                                    (int32_t)tag);
@@ -1446,10 +1462,10 @@ int vs_tag_read_done(vs_tag *e, int64_t mid)
     int rc = check_sent(e, mid);
     if (rc)
         return rc;
-    if (e->msg[mid].stage != VS_TAG_READING && e->msg[mid].stage != VS_TAG_FIN_EARLY)
+    if (e->msg[mid].stage != VS_TAG_READING)
         return refuse(e, 0, "message %" PRId64 " has no READ in flight", mid);
     int32_t rid = e->msg[mid].matched_to;
-    e->msg[mid].stage = e->msg[mid].stage == VS_TAG_FIN_EARLY ? VS_TAG_FIN_SENT : VS_TAG_READ_DONE;
+    e->msg[mid].stage = VS_TAG_READ_DONE;
     e->recv[rid].completion = code_of(e, rid, (int32_t)mid);
     e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
     e->out.ncompletions = 1;

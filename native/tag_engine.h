@@ -30,7 +30,8 @@ enum { VS_TAG_ANY = -1 };
 enum { VS_TAG_PENDING = -1, VS_TAG_CANCELLED = -2 };
 enum { VS_TAG_DONE_OK = 1, VS_TAG_TRUNCATED = 2 };
 
-/* Message kinds, and the rendezvous stage of a message. */
+/* Message kinds, and the rendezvous stage of a message (the spec's numbering: FIN_EARLY is
+ * the stage of its fin-before-read variant, which no step of this engine enters). */
 enum { VS_TAG_EAGER = 0, VS_TAG_RNDV = 1 };
 enum {
     VS_TAG_IDLE = 0, VS_TAG_NEED_READ = 1, VS_TAG_READING = 2, VS_TAG_READ_DONE = 3,

@@ -55,6 +55,15 @@ GATE_RANDOM = ({}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes
                 "rq_depth": 2, "sq_depth": 2})
 GATE_RUNS, GATE_STEPS, GATE_FAULT_RATE = 40, 2000, 0.02
 TAG_RUNS, TAG_STEPS = 60, 400
+# the allocation failure sweep's tag-matching jobs: a configuration (beyond the spec's
+# bounds) and the share of NIC steps in a random job of it (low: ops and completions pile
+# up), or the job's calls
+TAG_FAULT_JOBS: tuple[tuple[dict[str, int], Any], ...] = (
+    ({"senders": 3, "messages": 12, "tags": 2, "capacity": 3, "max_bytes": 2,
+      "eager_limit": 1}, 0.4),
+    ({"senders": 3, "messages": 12, "tags": 2, "capacity": 40, "max_bytes": 2,
+      "eager_limit": 1}, 0.1),
+    ({"senders": 3, "messages": 12, "tags": 2, "capacity": 0}, 0.0))
 
 
 @dataclass(frozen=True)
@@ -319,6 +328,22 @@ def _tag_script(cfg: Any, seed: int, calls: int, nic: float) -> list[tuple[Any, 
     return out
 
 
+def _ring_jobs() -> tuple[tuple[dict[str, int], tuple[tuple[Any, ...], ...]], ...]:
+    """Jobs whose NIC steps find a ring full: a remove the NIC executes before any
+    completion was queued (``hw_op`` makes the completion ring), and an unexpected message
+    software handles before any op was queued (``sw_complete`` makes the op ring)."""
+    from verbspec.refimpl.tagmatch_engine import EAGER, Packet, TagMatchEngine
+
+    e = TagMatchEngine
+    nic = {"senders": 1, "messages": 2, "tags": 2, "capacity": 2, "max_bytes": 2,
+           "eager_limit": 1}
+    return ((nic, ((e.post_recv.__name__, 0, 0, 0, 2), (e.hw_op.__name__,),
+                   (e.cancel.__name__, 0), (e.hw_op.__name__,), (e.sw_complete.__name__,))),
+            (nic, ((e.send.__name__, 0, 0, 1, 1),
+                   (e.delivered.__name__, Packet(0, 0, 0, 1, 1, EAGER)),
+                   (e.sw_complete.__name__,), (e.sw_sync.__name__,), (e.hw_op.__name__,))))
+
+
 def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
     """Every allocation of the engines' calls failed in turn, in builds linked with the
     injector: creating, copying, reading the view, and each call of a job that grows every
@@ -355,11 +380,7 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
 
         mod, inject = mods["tagmatch"], Injector(mods["tagmatch"])
         injected = 0
-        for values, nic in (({"senders": 3, "messages": 12, "tags": 2, "capacity": 3,
-                              "max_bytes": 2, "eager_limit": 1}, 0.4),
-                            ({"senders": 3, "messages": 12, "tags": 2, "capacity": 40,
-                              "max_bytes": 2, "eager_limit": 1}, 0.1),
-                            ({"senders": 3, "messages": 12, "tags": 2, "capacity": 0}, 0.0)):
+        for values, nic in (*TAG_FAULT_JOBS, *_ring_jobs()):
             cfg = replace(tag_system({}).params, **values)     # beyond the spec's bounds
 
             def tag_create(_: Any, cfg: Any = cfg) -> None:
@@ -368,7 +389,8 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
 
             injected += _each_failure(inject, tag_create)
             eng = NativeTagEngine(cfg, mod)
-            for name, *args in _tag_script(cfg, 3, 200, nic):
+            script = _tag_script(cfg, 3, 200, nic) if isinstance(nic, float) else nic
+            for name, *args in script:
                 before = eng.view()
                 got: list[Any] = []
 
@@ -383,6 +405,9 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
                         got.append((getattr(twin, name)(*args), twin))
                     except MemoryError:
                         assert twin.view() == before, f"{name}{tuple(args)} failed half-done"
+                        # and it copies as what it was (an array grown before the failure
+                        # included)
+                        assert copy.deepcopy(twin).view() == before, f"{name}{tuple(args)}"
 
                 injected += _each_failure(inject, step, copied)
                 # the attempt that succeeded did what the untouched engine does

@@ -34,7 +34,6 @@ from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.offload import HW, HW_CANCEL, SW
 from verbspec.spec.tagmatch.state import (
     CANCELLED,
-    FIN_EARLY,
     FIN_SENT,
     IDLE,
     NEED_READ,
@@ -567,10 +566,10 @@ class TagMatchEngine:
     def read_done(self, mid: int) -> Emitted:
         """The READ of ``mid`` completed: its receive completes."""
         self._mid(mid)
-        if self.stage[mid] not in (READING, FIN_EARLY):
+        if self.stage[mid] != READING:
             raise EngineError(f"message {mid} has no READ in flight")
         rid = self._rid_of(mid)
-        self.stage[mid] = FIN_SENT if self.stage[mid] == FIN_EARLY else READ_DONE
+        self.stage[mid] = READ_DONE
         self.completion[rid] = self._code(rid, mid)
         return Emitted(completions=((rid, self.completion[rid]),))
 

@@ -16,8 +16,8 @@ from verbspec.refimpl import coverage
 from verbspec.refimpl.cli import main
 
 # the measured figures (docs/conformance.md, "Coverage"), rounded down: a regression fails
-BRANCH_FLOOR = {"native/gate_engine.c": 98.0, "native/tag_engine.c": 93.0}
-LINE_FLOOR = {"native/gate_engine.c": 99.0, "native/tag_engine.c": 96.0}
+BRANCH_FLOOR = {"native/gate_engine.c": 98.0, "native/tag_engine.c": 95.9}
+LINE_FLOOR = {"native/gate_engine.c": 99.0, "native/tag_engine.c": 96.9}
 
 
 def _compiler() -> None:

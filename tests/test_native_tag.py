@@ -10,6 +10,7 @@ fails instead under VERBSPEC_REQUIRE_NATIVE=1."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 import random
@@ -333,9 +334,51 @@ def test_random_calls_with_buckets_shared_by_many_envelopes_agree(tag_module):
     for values in ({"senders": 4, "messages": 16, "tags": 64, "comms": 2, "capacity": 3,
                     "max_bytes": 3, "eager_limit": 1},
                    {"senders": 4, "messages": 2, "tags": 8, "comms": 2, "capacity": 0,
+                    "max_bytes": 3, "eager_limit": 1},
+                   # far more tags than buckets: receives of one source and communicator
+                   # share buckets across tags
+                   {"senders": 1, "messages": 16, "tags": 256, "comms": 1, "capacity": 0,
                     "max_bytes": 3, "eager_limit": 1}):
         taken += sum(differential(NativeTagEngine, values, seed, 1_500) for seed in range(3))
-    assert taken > 3_000
+    assert taken > 4_000
+
+
+@pytest.mark.parametrize("field", ["comm", "src", "tag"])
+def test_the_nic_finds_a_receive_behind_one_of_another_envelope_in_its_bucket(tag_module,
+                                                                              field):
+    """A NIC of two receives has a table of two buckets: of three envelopes that differ only
+    in ``field``, two share a bucket, so among every ordered pair the NIC lists, one has the
+    arriving message's receive behind a receive that differs from it in that field alone."""
+    values = {"senders": 3, "messages": 1, "tags": 3, "comms": 3, "capacity": 2,
+              "max_bytes": 2, "eager_limit": 1}
+    for first, second in itertools.permutations(range(3), 2):
+        env = [{"comm": 1, "src": 1, "tag": 1} for _ in range(2)]
+        env[0][field], env[1][field] = first, second
+        m = env[1]
+        _same([*(("post_recv", x["comm"], x["src"], x["tag"], 1) for x in env),
+               ("hw_op",), ("hw_op",), ("send", m["src"], m["comm"], m["tag"], 1),
+               ("delivered", Packet(m["src"], m["comm"], m["src"], m["tag"], 1, EAGER)),
+               ("sw_complete",)], values)
+
+
+def test_a_job_of_more_messages_than_a_table_has_buckets_is_taken(tag_module):
+    """More than 2^20 messages of as many envelopes: a table's buckets stop at their bound
+    and are shared; matching still keeps MPI order."""
+    values = {"senders": 1025, "messages": 1024, "tags": 1024, "comms": 1, "capacity": 0,
+              "max_bytes": 2, "eager_limit": 1}
+    ref, nat = _both(values)
+    calls = [("post_recv", 0, 1024, 1023, 1), ("post_recv", 0, 0, 1023, 1),
+             ("post_recv", 0, 1024, 1023, 1), ("send", 1024, 0, 1023, 1),
+             ("send", 0, 0, 1023, 1), ("send", 0, 0, 5, 1), ("post_recv", 0, ANY, 5, 1),
+             ("send", 1024, 0, 1023, 1), ("send", 1024, 0, 7, 1), ("probe", 0, 1024, ANY)]
+    for name, *args in calls:
+        got = getattr(ref, name)(*args)
+        assert getattr(nat, name)(*args) == got, (name, args)
+        for p in got.sends:
+            assert nat.delivered(p) == ref.delivered(p), p
+    assert nat.view() == ref.view()
+    view = ref.view()
+    assert all(s >= 0 for s in view.status) and len(view.unexpected) == 1
 
 
 def test_a_reset_engine_holding_nic_receives_and_unexpected_messages_is_new(tag_module):
@@ -356,6 +399,20 @@ def test_a_reset_engine_holding_nic_receives_and_unexpected_messages_is_new(tag_
     nat.reset()
     assert nat.view() == NativeTagEngine(cfg).view()
     assert differential(lambda _: nat, STRESS, 12, 600) > 200
+
+
+def test_a_reset_engine_holding_messages_no_receive_looked_for_is_new(tag_module):
+    # unexpected messages that no receive or probe looked for: no wildcard kind indexes them
+    values = {**STRESS, "capacity": 0}
+    cfg = replace(build({}).params, **values)
+    nat = NativeTagEngine(cfg)
+    for s, tag in ((0, 1), (2, 3), (0, 1)):
+        for p in nat.send(s, 0, tag, 1).sends:
+            nat.delivered(p)
+    assert len(nat.view().unexpected) == 3
+    nat.reset()
+    assert nat.view() == NativeTagEngine(cfg).view()
+    assert differential(lambda _: nat, values, 13, 600) > 200
 
 
 def test_destroying_no_engine_is_allowed(tag_module):
