@@ -63,6 +63,9 @@ class Recorder:
         self._f: IO[str] = (open(out, "w", encoding="utf-8")     # noqa: SIM115
                             if self._own else out)               # type: ignore[assignment]
         self.ended = False
+        # what a send carries, read from its buffer by the protocol (a tagged message's
+        # header): ``send_detail(device, wr)`` -> a dict for the optional "hdrs" key
+        self.send_detail: Callable[[Any, tuple], dict[str, Any] | None] | None = None
         self.write({"ev": "begin", "protocol": protocol, "rank": rank, "transport": transport,
                     "engine": engine, "config": dict(config)})
 
@@ -116,7 +119,10 @@ class RecordingDevice:
         self._inner.post_recv(wrs)
 
     def post_send(self, wrs: list[tuple[int, str, int, int, bool]]) -> None:
-        self._rec.write({"ev": "post_send", "wrs": [list(w) for w in wrs]})
+        event: dict[str, Any] = {"ev": "post_send", "wrs": [list(w) for w in wrs]}
+        if self._rec.send_detail is not None:
+            event["hdrs"] = [self._rec.send_detail(self._inner, w) for w in wrs]
+        self._rec.write(event)
         self._inner.post_send(wrs)
 
     def post_read(self, wr_id: int, local_region: str, local_offset: int, remote_region: str,

@@ -62,6 +62,7 @@ HELLO = struct.Struct("<IIiIIII")       # magic, version, rank, eager_limit, bou
 MSG_MAGIC, HELLO_MAGIC, VERSION = 0x4D545356, 0x48545356, 1    # "VSTM", "VSTH"
 K_EAGER, K_RTS, K_FIN = 1, 2, 3
 KIND_TEXT = {K_EAGER: "eager message", K_RTS: "rendezvous header (RTS)", K_FIN: "FIN"}
+KIND_NAME = {K_EAGER: "eager", K_RTS: "rts", K_FIN: "fin"}     # as a device trace names them
 CREDIT = struct.Struct("<Q")
 
 # work request ids: the kind in the top bits, an index below
@@ -159,8 +160,9 @@ class Request:
         timeout_ms): past it, TaggedTimeout, and the endpoint refuses further use."""
         trace = self.endpoint.trace
         if trace is not None:
-            return trace.call("request.wait", {"request": self.what}, self.endpoint._wait, self,
-                              timeout, detail=_status_detail)
+            return trace.call("request.wait", {"request": self.what, "rid": self._rid,
+                                               "send": self.is_send},
+                              self.endpoint._wait, self, timeout, detail=_status_detail)
         return self.endpoint._wait(self, timeout)
 
 
@@ -244,6 +246,7 @@ class TaggedEndpoint:
         self.cfg = cfg or TaggedConfig()
         self.trace = trace              # a device_trace.Recorder, or None
         if trace is not None:
+            trace.send_detail = _header_detail
             links = {r: (trace.device(d), trace.side(s)) for r, (d, s) in links.items()}
         self.rank = rank
         self.timeout_s = self.cfg.timeout_ms / 1000
@@ -667,6 +670,17 @@ class TaggedEndpoint:
                      f"(tag {a.tag}) is longer than the receive's {rec.nbytes} bytes")
         self.counts["received"] += 1
         rec.request.status = Status(a.src, a.tag, n, error, data=data[:n])
+
+
+def _header_detail(device: Any, wr: tuple) -> dict[str, Any] | None:
+    """The message header a send carries, read from its buffer, for a device trace."""
+    _, region, offset, length, _ = wr
+    if length < HEADER.size:
+        return None
+    (_, kind, src, comm, tag, seq, mid, nbytes, _, _, _) = HEADER.unpack_from(
+        device.regions[region], offset)
+    return {"kind": KIND_NAME.get(kind, str(kind)), "src": src, "comm": comm, "tag": tag,
+            "seq": seq, "mid": mid, "bytes": nbytes}
 
 
 def _status_detail(st: Status) -> dict[str, Any]:

@@ -154,6 +154,8 @@ def read_pair(paths: list[str | Path]) -> tuple[RankTrace, RankTrace]:
     ``rank0.jsonl`` and ``rank1.jsonl``; rank 0 first."""
     files: list[Path] = []
     for path in map(Path, paths):
+        if not path.exists():
+            raise TraceInputError(f"{path}: no such file or directory")
         if path.is_dir():
             found = sorted(path.glob("rank*.jsonl"))
             if not found:

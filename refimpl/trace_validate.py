@@ -101,6 +101,7 @@ class Report:
     actions: dict[str, int] = field(default_factory=dict)
     outside_workload: int = 0      # big gates of sizes the closed system does not draw
     late_sends: int = 0            # polls whose send completions came after later receives
+    detail: str = ""               # what a tagged run's validation counted
     seconds: float = 0.0
     rank: int | None = None
     line: int | None = None
@@ -220,6 +221,7 @@ class GateValidator:
         self.ranks = ranks
         self.late_sends = late_sends
         self.reordered = 0
+        self.kinds: dict[str, str] = {}
         ops = [[e.data["args"].get("chunks", 0) if e.data["name"] == "big_exchange" else 0
                 for e in t.events if e.ev == "call" and e.data["name"] in
                 ("exchange", "big_exchange")] for t in ranks]
@@ -260,6 +262,21 @@ class GateValidator:
             if (r,) in list(a.enabled(self.s)):
                 out.append((a.name, a.apply(self.s, r)[1]))
         return out
+
+    def _own_enabled(self, r: int) -> list[str]:
+        """The rank's own enabled steps, by name."""
+        return [a.name for a in self.own if (r,) in list(a.enabled(self.s))]
+
+    def _kind(self, name: str, r: int) -> str:
+        """What the step ``name`` records (a post, a TCP item, a poll, or nothing): each own
+        step records one kind whatever its arguments; learnt from its first application."""
+        kind = self.kinds.get(name)
+        if kind is None:
+            obs = self.table[name].apply(self.s, r)[1]
+            kind = _event_kind(obs) if not obs.result else "?"
+            if kind != "?":
+                self.kinds[name] = kind
+        return kind
 
     def _allowed(self, r: int) -> str:
         opts = self._own_options(r)
@@ -413,6 +430,11 @@ class GateValidator:
     def _fault_result(self, r: int, e: Event, text: str) -> None:
         """A failed result no step of the rank's own produced: a wait that timed out or
         found the peer gone."""
+        self._silent(r, "result")
+        for name in self._own_enabled(r):
+            if self.table[name].apply(self.s, r)[1].result == text:
+                self._step(name, r)
+                return
         peer_done = self.cursor[1 - r] >= len(self.ranks[1 - r].events)
         if peer_done and self.s.ranks[1 - r].alive and self._enabled(CRASH, (1 - r,)):
             trial = self.table[CRASH].apply(self.s, 1 - r)[0]
@@ -442,14 +464,18 @@ class GateValidator:
     def _silent(self, r: int, kind: str) -> None:
         """Take the rank's steps that record nothing (setup, consume, drain_done, big_begin,
         big_window_done) while the recorded event ``kind`` is not one of its options."""
-        while True:
-            opts = self._own_options(r)
-            if any(_event_kind(o) == kind for _, o in opts):
+        while self.s.ranks[r].alive:
+            names = self._own_enabled(r)
+            kinds = [self._kind(n, r) for n in names]
+            if kind in kinds or "?" in kinds:
                 return
-            quiet = [n for n, o in opts if not _event_kind(o)]
+            quiet = [n for n, k in zip(names, kinds, strict=True) if not k]
             if not quiet:
                 return
-            self._step(quiet[0], r)
+            obs = self._step(quiet[0], r)
+            if obs.result:
+                self.expect_error[r] = obs.result
+                return
 
     def _visible(self, r: int, e: Event) -> None:
         """A post or a TCP item: the rank's own step that shows exactly it."""
@@ -457,7 +483,10 @@ class GateValidator:
         if e.ev == "tcp_read" and self.s.ranks[r].phase in TCP_READ_PHASES \
                 and not self.s.fabric.tcp[1 - r]:
             raise _Wait(f"rank {r} reads an item its peer has not written yet")
-        for name, obs in self._own_options(r):
+        for name in self._own_enabled(r):
+            if self._kind(name, r) not in (e.ev, "?"):
+                continue
+            obs = self.table[name].apply(self.s, r)[1]
             if _event_kind(obs) == e.ev:
                 if not _matches(e, obs):
                     raise Violation(r, e, f"the spec's {name} shows "
@@ -636,3 +665,30 @@ def validate_gate(ranks: tuple[RankTrace, RankTrace], trace_dir: Path | None = N
 
         rep.itf = save_counterexample(v.prefix_trace(rep.message), trace_dir, "devtrace")
     return rep
+
+
+def render(rep: Report) -> str:
+    """A report as the command line prints it."""
+    per = lambda xs: "/".join(map(str, xs))     # noqa: E731
+    if rep.ok:
+        extra = (f"; {rep.late_sends} polls showed a send's completion after later receives"
+                 if rep.late_sends else "")
+        counts = (f"gates {per(rep.gates)}, big gates {per(rep.big_gates)}, drains "
+                  f"{per(rep.drains)} (rank 0/rank 1)" if rep.protocol == "gate"
+                  else rep.detail)
+        if rep.protocol != "gate":
+            return f"valid: {rep.recorded_steps} recorded steps checked; {counts}; " \
+                   f"{rep.seconds:.2f} s"
+        return (f"valid: {rep.recorded_steps} recorded steps explained by {rep.spec_steps} "
+                f"spec steps; {counts}{extra}; {rep.seconds:.2f} s")
+    out = [f"invalid: {rep.message}"]
+    if rep.event:
+        out.append(f"  recorded: {rep.event}")
+    if rep.allowed:
+        out.append(f"  the spec instead: {rep.allowed}")
+    if rep.itf:
+        out.append(f"  spec steps up to it: {rep.itf} (verbspec replay / verbspec trace show "
+                   f"it)")
+    out.append(f"  {rep.recorded_steps} recorded steps validated before it, "
+               f"{rep.spec_steps} spec steps")
+    return "\n".join(out)
