@@ -37,6 +37,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +223,7 @@ class GateValidator:
         self.late_sends = late_sends
         self.reordered = 0
         self.kinds: dict[str, str] = {}
+        self.seen: dict[str, list[Any]] = {}    # phase -> own steps found enabled in it
         ops = [[e.data["args"].get("chunks", 0) if e.data["name"] == "big_exchange" else 0
                 for e in t.events if e.ev == "call" and e.data["name"] in
                 ("exchange", "big_exchange")] for t in ranks]
@@ -263,9 +265,16 @@ class GateValidator:
                 out.append((a.name, a.apply(self.s, r)[1]))
         return out
 
-    def _own_enabled(self, r: int) -> list[str]:
-        """The rank's own enabled steps, by name."""
-        return [a.name for a in self.own if (r,) in list(a.enabled(self.s))]
+    def _own_enabled(self, r: int, seen_only: bool = False) -> list[str]:
+        """The rank's own enabled steps, by name; with ``seen_only``, only among the steps
+        found enabled in the rank's phase before (fast, and possibly incomplete)."""
+        phase = self.s.ranks[r].phase
+        seen = self.seen.setdefault(phase, [])
+        if seen_only:
+            return [a.name for a in seen if (r,) in list(a.enabled(self.s))]
+        out = [a for a in self.own if (r,) in list(a.enabled(self.s))]
+        seen += [a for a in out if a not in seen]
+        return [a.name for a in out]
 
     def _kind(self, name: str, r: int) -> str:
         """What the step ``name`` records (a post, a TCP item, a poll, or nothing): each own
@@ -467,6 +476,8 @@ class GateValidator:
         """Take the rank's steps that record nothing (setup, consume, drain_done, big_begin,
         big_window_done) while the recorded event ``kind`` is not one of its options."""
         while self.s.ranks[r].alive:
+            if any(self._kind(n, r) in (kind, "?") for n in self._own_enabled(r, True)):
+                return
             names = self._own_enabled(r)
             kinds = [self._kind(n, r) for n in names]
             if kind in kinds or "?" in kinds:
@@ -485,7 +496,9 @@ class GateValidator:
         if e.ev == "tcp_read" and self.s.ranks[r].phase in TCP_READ_PHASES \
                 and not self.s.fabric.tcp[1 - r]:
             raise _Wait(f"rank {r} reads an item its peer has not written yet")
-        for name in self._own_enabled(r):
+        quick = self._own_enabled(r, True)
+        rest = (n for n in self._own_enabled(r) if n not in quick)
+        for name in chain(quick, rest):
             if self._kind(name, r) not in (e.ev, "?"):
                 continue
             obs = self.table[name].apply(self.s, r)[1]
