@@ -224,6 +224,7 @@ class GateValidator:
         self.reordered = 0
         self.kinds: dict[str, str] = {}
         self.seen: dict[str, list[Any]] = {}    # phase -> own steps found enabled in it
+        self.cq_counts: list[tuple[Any, Counter[str]]] = [((), Counter()), ((), Counter())]
         ops = [[e.data["args"].get("chunks", 0) if e.data["name"] == "big_exchange" else 0
                 for e in t.events if e.ev == "call" and e.data["name"] in
                 ("exchange", "big_exchange")] for t in ranks]
@@ -598,8 +599,12 @@ class GateValidator:
 
     def _pushed(self, q: int, opcode: str) -> int:
         """Completions of ``opcode`` that have entered rank q's CQ so far."""
-        return self.reaped[q][opcode] + sum(1 for c in self.s.fabric.qps[q].cq
-                                            if c.opcode == opcode)
+        cq = self.s.fabric.qps[q].cq
+        held, counted = self.cq_counts[q]
+        if held is not cq:
+            counted = Counter(c.opcode for c in cq)
+            self.cq_counts[q] = (cq, counted)
+        return self.reaped[q][opcode] + counted[opcode]
 
     def _may_push(self, q: int, got: tuple[Any, ...]) -> str | None:
         """Why a completion cannot enter rank q's CQ now, or None: it must be the next of its
