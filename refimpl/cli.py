@@ -202,7 +202,7 @@ def _validate_parser() -> Parser:
     v.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="where a gate violation's ITF trace (the spec steps up to it) is "
                         "written")
-    v.add_argument("--itf-max-steps", type=int, default=20_000, metavar="N",
+    v.add_argument("--itf-max-steps", type=int, default=5_000, metavar="N",
                    help="write the ITF trace only when it has at most N spec steps")
     v.add_argument("--strict-completions", action="store_true",
                    help="compare each poll's completions in the spec's CQ order exactly; "

@@ -74,7 +74,7 @@ CALLS = {CALL_GATE, BAD_CALL, CALL_BIG}
 WORKLOAD = ("ops", "big_gates", "faults")
 SEND_REGIONS = {"stage_out": "stage"}   # the channel's send-side staging region, as the spec
 STATUS_CODE = fb.WC_STATUS_CODE          # names it ("stage" both ways)
-ITF_MAX_STEPS = 20_000
+ITF_MAX_STEPS = 5_000     # an ITF state holds both queue pairs: long prefixes are slow
 
 
 class Violation(Exception):
@@ -110,6 +110,7 @@ class Report:
     message: str = ""
     allowed: str = ""
     itf: str | None = None
+    itf_skipped: str = ""          # why no ITF trace was written
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -680,10 +681,14 @@ def validate_gate(ranks: tuple[RankTrace, RankTrace], trace_dir: Path | None = N
     rep = v.run()
     rep.late_sends = v.reordered
     rep.drains = [sum(1 for n, a in v.moves if n == DRAIN_DONE and a[0] == r) for r in (0, 1)]
-    if not rep.ok and trace_dir is not None and len(v.moves) <= itf_max_steps:
-        from verbspec.proofs.traces import save_counterexample
+    if not rep.ok and trace_dir is not None:
+        if len(v.moves) <= itf_max_steps:
+            from verbspec.proofs.traces import save_counterexample
 
-        rep.itf = save_counterexample(v.prefix_trace(rep.message), trace_dir, "devtrace")
+            rep.itf = save_counterexample(v.prefix_trace(rep.message), trace_dir, "devtrace")
+        else:
+            rep.itf_skipped = (f"{len(v.moves)} spec steps, above the {itf_max_steps} an ITF "
+                               f"trace is written for")
     return rep
 
 
@@ -709,6 +714,8 @@ def render(rep: Report) -> str:
     if rep.itf:
         out.append(f"  spec steps up to it: {rep.itf} (verbspec replay / verbspec trace show "
                    f"it)")
+    elif rep.itf_skipped:
+        out.append(f"  no ITF trace: {rep.itf_skipped} (--itf-max-steps)")
     out.append(f"  {rep.recorded_steps} recorded steps validated before it, "
                f"{rep.spec_steps} spec steps")
     return "\n".join(out)

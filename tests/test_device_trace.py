@@ -158,9 +158,10 @@ def _first(lines: list[dict], pred) -> int:
     return next(i for i, x in enumerate(lines) if pred(x))
 
 
-def _reject(gate_run: Path, tmp: Path, rank: int, lines: list, line: int) -> object:
+def _reject(gate_run: Path, tmp: Path, rank: int, lines: list, line: int,
+            itf: bool = False) -> object:
     d = _write(tmp / "tampered", rank, lines, gate_run)
-    rep = validate_gate(read_pair([d]), trace_dir=tmp / "itf")
+    rep = validate_gate(read_pair([d]), trace_dir=tmp / "itf" if itf else None)
     assert not rep.ok
     assert (rep.rank, rep.line) == (rank, line), rep.message
     assert rep.message.startswith(f"rank {rank} line {line}:")
@@ -169,9 +170,9 @@ def _reject(gate_run: Path, tmp: Path, rank: int, lines: list, line: int) -> obj
 
 def test_changed_wr_id_is_rejected(gate_run, tmp_path):
     lines = _lines(gate_run, 1)
-    i = _first(lines, lambda x: x["ev"] == "post_send" and x["wrs"][0][0] == 40)
-    lines[i]["wrs"][0][0] = 41
-    rep = _reject(gate_run, tmp_path, 1, lines, i + 1)
+    i = _first(lines, lambda x: x["ev"] == "post_send" and x["wrs"][0][0] == 12)
+    lines[i]["wrs"][0][0] = 13
+    rep = _reject(gate_run, tmp_path, 1, lines, i + 1, itf=True)
     assert "gate_send" in rep.message and rep.itf is not None
     # the ITF prefix replays on the spec
     assert cli.main(["replay", rep.itf]) == 1
