@@ -64,7 +64,7 @@ _SHAPES = {"post_recv": ("wrs", ("int", "str", "int", "int")),
 
 def _check_event(d: dict[str, Any]) -> str | None:
     ev = d.get("ev")
-    if ev not in EVENT_KEYS:
+    if not isinstance(ev, str) or ev not in EVENT_KEYS:
         return f"unknown event {ev!r} (known: {', '.join(EVENT_KEYS)})"
     missing = [k for k in EVENT_KEYS[ev] if k not in d]
     if missing:

@@ -51,9 +51,43 @@ class _Rank:
     read_done: set[int] = field(default_factory=set)            # mids fully READ
 
 
+def _ints(t: RankTrace, e: Event, d: Any, keys: tuple[str, ...], what: str) -> None:
+    """TraceInputError unless ``d`` is an object whose ``keys`` that it has are integers."""
+    if not isinstance(d, dict) or any(
+            k in d and (not isinstance(d[k], int) or isinstance(d[k], bool)) for k in keys):
+        raise TraceInputError(f"{t.path}: rank {t.rank} line {e.line}: {what} must be an "
+                              f"object whose {', '.join(keys)} are integers")
+
+
+def _check_tagged(t: RankTrace) -> None:
+    """The keys only tagged traces carry, typed."""
+    for e in t.events:
+        d = e.data
+        if e.ev == "post_send" and "hdrs" in d:
+            if not isinstance(d["hdrs"], list) or len(d["hdrs"]) != len(d["wrs"]):
+                raise TraceInputError(f"{t.path}: rank {t.rank} line {e.line}: hdrs must be "
+                                      f"a list of one header (or null) per work request")
+            for h in d["hdrs"]:
+                if h is not None:
+                    _ints(t, e, h, HDR_KEYS[1:], "a header")
+                    if h.get("kind") not in ("eager", "rts", "fin"):
+                        raise TraceInputError(f"{t.path}: rank {t.rank} line {e.line}: a "
+                                              f"header's kind is eager, rts or fin")
+        elif e.ev == "call":
+            _ints(t, e, d["args"], ("bytes", "source", "dest", "tag", "comm", "rid"),
+                  "a call's args")
+        elif e.ev == "result" and "status" in d:
+            _ints(t, e, d["status"], ("source", "tag", "count"), "a result's status")
+        elif e.ev == "post_read" and not isinstance(d["remote"], str):
+            raise TraceInputError(f"{t.path}: rank {t.rank} line {e.line}: post_read's "
+                                  f"remote must be a region name")
+
+
 def validate_tagged(ranks: tuple[RankTrace, RankTrace]) -> Report:
     """Check a tagged run's two device traces (see the module's docstring)."""
     t0 = time.perf_counter()
+    for t in ranks:
+        _check_tagged(t)
     max_msg = ranks[0].config.get("max_msg")
     if not isinstance(max_msg, int) or max_msg < 1:
         raise TraceInputError(f"{ranks[0].path}: config has no max_msg")

@@ -359,3 +359,44 @@ def test_ten_thousand_gates_validate(tmp_path):
     assert rep.gates == [10_100, 10_100] and rep.big_gates == [1, 1] and rep.drains == [1, 1]
     print(f"10,100 gates, 12 MiB big gate: {rep.recorded_steps} recorded steps, "
           f"{rep.spec_steps} spec steps, validated in {rep.seconds:.1f} s")
+
+
+def _mutate(rng, value):
+    """One value replaced by another of a different shape or size."""
+    return rng.choice([None, -1, 0, 2**64, 10**30, 1.5, "", "x", "stage", [], {}, True,
+                       [[1, "in", 0, 1]], value if not isinstance(value, int) else value + 1])
+
+
+@pytest.mark.parametrize("run", ["error_run", "tagged_run"])
+def test_malformed_traces_are_verdicts_or_refusals(run, request, tmp_path, capsys):
+    """Random damage to a valid trace: every answer is valid (0), a violation (1) or refused
+    input (3), never an internal error."""
+    import random
+
+    error_run = request.getfixturevalue(run)
+    rng = random.Random(7)
+    base = [_lines(error_run, r) for r in (0, 1)]
+    codes = set()
+    for n in range(120):
+        rank = rng.randrange(2)
+        lines = json.loads(json.dumps(base[rank]))
+        for _ in range(rng.randrange(1, 3)):
+            x = rng.choice(lines)
+            key = rng.choice(sorted(x))
+            if isinstance(x[key], dict) and x[key] and rng.random() < 0.7:
+                sub = rng.choice(sorted(x[key]))
+                x[key][sub] = _mutate(rng, x[key][sub])
+            elif isinstance(x[key], list) and x[key] and isinstance(x[key][0], list):
+                item = rng.choice(x[key])
+                j = rng.randrange(len(item))
+                item[j] = _mutate(rng, item[j])
+            else:
+                x[key] = _mutate(rng, x[key])
+        d = _write(tmp_path / f"m{n}", rank, lines, error_run)
+        code = cli.main(["trace", "validate", str(d), "--trace-dir", str(tmp_path / "itf"),
+                         "--itf-max-steps", "0"])
+        err = capsys.readouterr().err
+        assert code in (0, 1, 3), err
+        assert "internal error" not in err
+        codes.add(code)
+    assert {1, 3} <= codes
