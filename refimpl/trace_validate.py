@@ -74,6 +74,7 @@ CALLS = {CALL_GATE, BAD_CALL, CALL_BIG}
 WORKLOAD = ("ops", "big_gates", "faults")
 SEND_REGIONS = {"stage_out": "stage"}   # the channel's send-side staging region, as the spec
 STATUS_CODE = fb.WC_STATUS_CODE          # names it ("stage" both ways)
+LIBRARY_OPS = ("exchange", "big_exchange", "drain")     # the calls that may be spec ops
 ITF_MAX_STEPS = 5_000     # an ITF state holds both queue pairs: long prefixes are slow
 
 
@@ -226,9 +227,9 @@ class GateValidator:
         self.kinds: dict[str, str] = {}
         self.seen: dict[str, list[Any]] = {}    # phase -> own steps found enabled in it
         self.cq_counts: list[tuple[Any, Counter[str]]] = [((), Counter()), ((), Counter())]
-        ops = [[e.data["args"].get("chunks", 0) if e.data["name"] == "big_exchange" else 0
-                for e in t.events if e.ev == "call" and e.data["name"] in
-                ("exchange", "big_exchange")] for t in ranks]
+        ops = [[1 if e.data["name"] != "exchange" else 0
+                for e in t.events if e.ev == "call" and e.data["name"] in LIBRARY_OPS]
+               for t in ranks]
         calls = max(len(ops[0]), len(ops[1]))
         self.cfg = spec_config(ranks[0], calls, any(any(o) for o in ops))
         self.system = GateSystem(self.cfg)
@@ -385,8 +386,11 @@ class GateValidator:
             else:
                 raise Violation(r, e, f"the spec takes no gate call {step[1:]} here",
                                 self._calls(r))
-        elif name == "big_exchange":
-            chunks = args.get("chunks")
+        elif name == "drain" and not rk.window_active:
+            obs = Observation(r)        # nothing armed: nothing to do
+        elif name in ("big_exchange", "drain"):
+            # a drain travels in a one-chunk big gate (its header is the rendezvous)
+            chunks = args.get("chunks") if name == "big_exchange" else 1
             if not isinstance(chunks, int) or chunks < 1:
                 raise Violation(r, e, "a big_exchange call without a chunk count")
             if self._enabled(CALL_BIG, (r, chunks)):

@@ -32,9 +32,10 @@ def _gate(ch: GateChannel, seq: int, rank: int) -> None:
 
 
 def _gates_big_gates(ch: GateChannel, rank: int, n: int) -> str:
-    """n decode gates, a big gate (drain first), n // 4 more gates (re-armed)."""
+    """n decode gates, a drain, a big gate, n // 4 more gates (re-armed)."""
     for seq in range(1, n + 1):
         _gate(ch, seq, rank)
+    ch.drain()
     data = bytes(range(256)) * (200 * ch.big_chunk_bytes // 256)
     assert ch.big_exchange(data) == data
     for seq in range(n + 1, n + n // 4 + 1):
@@ -85,8 +86,8 @@ def test_gate_run_is_recorded_and_validated(gate_run):
     rep = validate_gate(read_pair([gate_run]))
     assert rep.ok, rep.message
     assert rep.gates == [375, 375] and rep.big_gates == [1, 1] and rep.drains == [1, 1]
-    # four big-gate windows a rank, two armings (before and after the big gate)
-    assert rep.actions["big_window_done"] == 8 and rep.actions["arm_post"] == 4
+    # a rank's drain (a one-chunk big gate) and four big-gate windows; two armings
+    assert rep.actions["big_window_done"] == 10 and rep.actions["arm_post"] == 4
     assert rep.recorded_steps == sum(len(_lines(gate_run, r)) - 1 for r in (0, 1))
     assert rep.spec_steps > rep.recorded_steps
 
@@ -346,6 +347,7 @@ def test_ten_thousand_gates_validate(tmp_path):
     def work(ch, rank, n):
         for seq in range(1, n + 1):
             _gate(ch, seq, rank)
+        ch.drain()
         data = bytes(12 * 2**20)
         assert ch.big_exchange(data) == data
         for seq in range(n + 1, n + 101):
