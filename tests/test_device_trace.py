@@ -92,6 +92,15 @@ def test_gate_run_is_recorded_and_validated(gate_run):
     assert rep.spec_steps > rep.recorded_steps
 
 
+def test_python_engine_run_is_validated(tmp_path):
+    out = _record(tmp_path, _gates_big_gates, (40, 40), gate_config(SMALL), engine="python")
+    assert [o.error for o in out] == ["", ""]
+    assert _lines(tmp_path, 0)[0]["engine"] == "python"
+    rep = validate_gate(read_pair([tmp_path]))
+    assert rep.ok, rep.message
+    assert rep.gates == [50, 50] and rep.drains == [1, 1]
+
+
 def test_cli_validates_a_run(gate_run, capsys):
     assert cli.main(["trace", "validate", str(gate_run / "rank1.jsonl"),
                      str(gate_run / "rank0.jsonl"), "--json"]) == 0
