@@ -152,6 +152,15 @@ def test_tagged_status_tampered_is_rejected(tagged_run, tmp_path):
     assert "its MPI match gives" in rep.message
 
 
+def test_tagged_receive_of_the_wrong_length_is_rejected(tagged_run, tmp_path):
+    lines = _lines(tagged_run, 1)
+    i = _first(lines, lambda x: x["ev"] == "poll" and any(c[0] == "recv" for c in x["cqes"]))
+    next(c for c in lines[i]["cqes"] if c[0] == "recv")[3] -= 1
+    rep = validate_tagged(read_pair([_write(tmp_path / "t", 1, lines, tagged_run)]))
+    assert not rep.ok and rep.rank == 1 and rep.line == i + 1
+    assert "RC delivers whole" in rep.message
+
+
 def test_tagged_fin_before_read_is_rejected(tagged_run, tmp_path):
     lines = _lines(tagged_run, 1)
     fin = next(i for i, x in enumerate(lines) if x["ev"] == "post_send"
