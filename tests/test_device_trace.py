@@ -420,3 +420,37 @@ def test_malformed_traces_are_verdicts_or_refusals(run, request, tmp_path, capsy
         assert "internal error" not in err
         codes.add(code)
     assert {1, 3} <= codes
+
+
+def test_no_changed_step_is_accepted(error_run, tmp_path):
+    """Soundness, sampled: one number of one recorded step changed by one (a wr_id, an
+    offset, a length, a status, a poll's size, a TCP item, a call's argument) is never a
+    valid run."""
+    import random
+
+    rng = random.Random(11)
+    base = [_lines(error_run, r) for r in (0, 1)]
+    for n in range(60):
+        rank = rng.randrange(2)
+        lines = json.loads(json.dumps(base[rank]))
+        i = rng.choice([k for k, x in enumerate(lines)
+                        if x["ev"] in ("post_recv", "post_send", "poll", "tcp_write",
+                                       "tcp_read", "call") and x.get("name") != "close"])
+        x = lines[i]
+        if x["ev"] in ("post_recv", "post_send", "poll"):
+            item = rng.choice(x["wrs" if "wrs" in x else "cqes"])
+            j = rng.choice([k for k, v in enumerate(item) if _is_number(v)])
+            item[j] += 1
+            what = item
+        else:
+            fields = x["args"] if x["ev"] == "call" else x
+            key = rng.choice(sorted(k for k, v in fields.items() if _is_number(v)))
+            fields[key] += 1
+            what = key
+        rep = validate_gate(read_pair([_write(tmp_path / f"c{n}", rank, lines, error_run)]))
+        assert not rep.ok, (n, i + 1, what)
+        assert rep.rank is not None
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
