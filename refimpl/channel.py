@@ -126,6 +126,7 @@ class GateChannel:
     timeout_s: float = 0.0          # 0: the configuration's timeout_ms
     stats: Stats = field(default_factory=Stats)
     log: Any = None                 # where profile and trace lines go (default stderr)
+    trace: Any = None               # a device_trace.Recorder: calls, posts, polls, TCP items
     _seq: int = field(default=0, init=False)
     _closed: str = field(default="", init=False)
     _big: _BigGate | None = field(default=None, init=False)
@@ -142,6 +143,8 @@ class GateChannel:
         self.log = self.log or sys.stderr
         self._profile = [[0.0, 0.0, 0], [0.0, 0.0, 0]] if os.environ.get(PROFILE_ENV) else None
         self._trace = bool(os.environ.get(TRACE_ENV))
+        if self.trace is not None:
+            self.device, self.side = self.trace.device(self.device), self.trace.side(self.side)
         self._apply(self.engine.setup())
 
     @property
@@ -157,6 +160,13 @@ class GateChannel:
     # ------------------------------------------------------------------ the API
     def exchange(self, layer: int, gate: int, vector: bytes) -> bytes:
         """Send this rank's vector for gate (layer, gate), the next in sequence; the peer's."""
+        if self.trace is not None:
+            return self.trace.call("exchange", {"layer": layer, "gate": gate,
+                                                "seq": self._seq + 1},
+                                   self._exchange, layer, gate, vector)
+        return self._exchange(layer, gate, vector)
+
+    def _exchange(self, layer: int, gate: int, vector: bytes) -> bytes:
         self._usable()
         c, n = self.cfg, self.vector_bytes
         if len(vector) != n:
@@ -195,6 +205,12 @@ class GateChannel:
         in its decode window are lost on UC), and the protocol's one is the big-gate header
         exchange, so the drain travels in a one-chunk big gate. No window armed: nothing to
         do, on both ranks alike."""
+        if self.trace is not None:
+            self.trace.call("drain", {}, self._drain)
+        else:
+            self._drain()
+
+    def _drain(self) -> None:
         self._usable()
         if not self.engine.view().window_active:
             return
@@ -205,6 +221,13 @@ class GateChannel:
         """Send ``data`` to the peer in big-gate windows and return the peer's, which must be
         the same size (the header's chunk counts are compared). The decode window must be
         drained first (``drain``)."""
+        if self.trace is not None:
+            return self.trace.call("big_exchange", {
+                "bytes": len(data), "chunks": -(-len(data) // self.big_chunk_bytes)},
+                self._big_exchange, data)
+        return self._big_exchange(data)
+
+    def _big_exchange(self, data: bytes) -> bytes:
         self._usable()
         if not data:
             raise GateError("big_exchange: no data (a big gate moves at least one byte)")
@@ -241,6 +264,9 @@ class GateChannel:
                   f"{acc[1] / acc[2]:.1f} us (n={acc[2]})", file=self.log)
 
     def close(self) -> None:
+        if self.trace is not None and not self.trace.ended:
+            self.trace.call("close", {}, lambda: None)
+            self.trace.end()
         self._closed = self._closed or "the channel is closed"
 
     def __enter__(self) -> GateChannel:

@@ -166,13 +166,52 @@ def _parser() -> Parser:
     m.add_argument("file", help="a scenario JSON file; - reads standard input")
     _regions_parser(add("regions", "prove the gate invariants over a parameter region and "
                                    "refute each condition just outside it"))
-    t = add("trace", "render an ITF trace as a message-sequence diagram")
+    t = add("trace", "render an ITF trace as a message-sequence diagram ('verbspec trace "
+                     "validate' checks device traces against the spec: see its --help)")
     t.add_argument("file", type=Path, help="an ITF trace written by verbspec")
     t.add_argument("--svg", type=Path, default=None, metavar="OUT",
                    help="output file; None: FILE with .svg, or .html with --html. With "
                         "--html, OUT must not end in .svg (and without it, not in .html)")
     t.add_argument("--html", action="store_true", help="write the SVG inside an HTML page")
     return p
+
+
+VALIDATE_EPILOG = EPILOG.replace(
+    "  1  a violation: a counterexample trace was written (replay: the trace ends in a\n"
+    "     violation, or disagrees with the spec)",
+    "  1  a violation: a recorded step the spec does not take (the spec steps up to it\n"
+    "     are written as an ITF trace)")
+
+
+def _validate_parser() -> Parser:
+    """``verbspec trace validate``: a parser of its own, since ``verbspec trace FILE`` takes
+    any file name as its first argument."""
+    text = ("validate device traces (one JSON-lines file per rank, docs/verbs.md) against "
+            "the spec: the gate run's every recorded call, post, poll, TCP item and result "
+            "must be a spec step from the state reached; a tagged run's matches, MPI order "
+            "and rendezvous are checked")
+    v = Parser(prog="verbspec trace validate", description=text, epilog=VALIDATE_EPILOG,
+               formatter_class=HelpFormatter)
+    v.add_argument("paths", nargs="+", type=Path, metavar="DIR_OR_FILES",
+                   help="a directory holding rank0.jsonl and rank1.jsonl, or the two ranks' "
+                        "files")
+    v.add_argument("--json", action="store_true",
+                   help='print one JSON object: {"ok", "protocol", "recorded_steps", '
+                        '"spec_steps", "gates", "big_gates", "drains", "rank", "line", '
+                        '"event", "message", "allowed", "itf", "seconds", ...}')
+    v.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
+                   help="where a gate violation's ITF trace (the spec steps up to it) is "
+                        "written")
+    v.add_argument("--itf-max-steps", type=int, default=5_000, metavar="N",
+                   help="write the ITF trace only when it has at most N spec steps")
+    v.add_argument("--strict-completions", action="store_true",
+                   help="compare each poll's completions in the spec's CQ order exactly; "
+                        "without it a UC send's completion may come after receive "
+                        "completions that its message's reply caused")
+    v.add_argument("--debug", action="store_true",
+                   help="on an internal error, print the Python traceback")
+    v.set_defaults(cmd="trace validate")
+    return v
 
 
 def _check_parser(c: Parser) -> None:
@@ -337,9 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    validate = argv[:2] == ["trace", "validate"]
+    parser = _validate_parser() if validate else _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(argv[2:] if validate else argv)
     except UsageError as e:
         e.parser.print_usage(sys.stderr)
         print(f"{e.parser.prog}: error: {e}", file=sys.stderr)
@@ -813,6 +854,32 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return trace_main(args)
 
 
+def cmd_trace_validate(args: argparse.Namespace) -> int:
+    """Device traces of one run validated against the protocol's spec."""
+    from verbspec.refimpl import trace_validate as tv
+    from verbspec.refimpl.trace_read import TraceInputError, read_pair
+
+    if args.itf_max_steps < 0:
+        raise InputError(f"--itf-max-steps {args.itf_max_steps}: expected at least 0")
+    try:
+        ranks = read_pair(args.paths)
+        if ranks[0].protocol == "gate":
+            check_dir(args.trace_dir, "--trace-dir")
+            rep = tv.validate_gate(ranks, args.trace_dir, args.itf_max_steps,
+                                   late_sends=not args.strict_completions)
+        else:
+            from verbspec.refimpl.trace_tagged import validate_tagged
+
+            rep = validate_tagged(ranks)
+    except TraceInputError as e:
+        raise InputError(str(e)) from None
+    if args.json:
+        print(json.dumps(rep.as_json()))
+    else:
+        print(tv.render(rep))
+    return EXIT_OK if rep.ok else EXIT_VIOLATION
+
+
 def cmd_conform(args: argparse.Namespace) -> int:
     """Lockstep runs of each selected protocol's spec with the implementation: random, or
     every edge of small configurations. Exit 0 only if no protocol had a mismatch."""
@@ -1104,7 +1171,8 @@ def _replay_impl(impl: str, proto: str, system: Any,
 COMMANDS = {"check": cmd_check, "conform": cmd_conform, "variants": cmd_variants,
             "profiles": cmd_profiles, "params": cmd_params, "invariants": cmd_invariants,
             "replay": cmd_replay, "bench": cmd_bench, "demo": cmd_demo,
-            "match": cmd_match, "regions": cmd_regions, "trace": cmd_trace}
+            "match": cmd_match, "regions": cmd_regions, "trace": cmd_trace,
+            "trace validate": cmd_trace_validate}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from verbspec.refimpl import engines
+from verbspec.refimpl import device_trace, engines
 from verbspec.refimpl.channel import GateChannel, regions_for
 from verbspec.refimpl.side_channel import SideChannel
 from verbspec.refimpl.sim_device import SimDevice
@@ -84,7 +84,9 @@ def open_channel(pair: SimPair, rank: int, cfg: GateConfig, engine: str) -> Gate
     device = SimDevice(wire, regions_for(cfg), cq_depth=cfg.cq_depth,
                        max_msg=cfg.max_msg, rq_depth=cfg.rq_depth, sq_depth=cfg.sq_depth)
     side = SideChannel(sock, cfg.timeout_ms / 1000)
-    return GateChannel(cfg, device, side, engines.gate_engine(engine, cfg, cfg.rq_depth))
+    trace = device_trace.from_env(device_trace.GATE, rank, "sim", engines.resolved(engine), cfg)
+    return GateChannel(cfg, device, side, engines.gate_engine(engine, cfg, cfg.rq_depth),
+                       trace=trace)
 
 
 def close_channel(ch: GateChannel) -> None:

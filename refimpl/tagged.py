@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verbspec.refimpl import device_trace
 from verbspec.refimpl.side_channel import SideChannel, SideChannelTimeout
 from verbspec.refimpl.sim import RankOutcome, SimPair, run_pair
 from verbspec.refimpl.sim_device import RC, STATUS_TEXT, WC_SUCCESS, DeviceError, SimDevice
@@ -61,6 +62,7 @@ HELLO = struct.Struct("<IIiIIII")       # magic, version, rank, eager_limit, bou
 MSG_MAGIC, HELLO_MAGIC, VERSION = 0x4D545356, 0x48545356, 1    # "VSTM", "VSTH"
 K_EAGER, K_RTS, K_FIN = 1, 2, 3
 KIND_TEXT = {K_EAGER: "eager message", K_RTS: "rendezvous header (RTS)", K_FIN: "FIN"}
+KIND_NAME = {K_EAGER: "eager", K_RTS: "rts", K_FIN: "fin"}     # as a device trace names them
 CREDIT = struct.Struct("<Q")
 
 # work request ids: the kind in the top bits, an index below
@@ -156,6 +158,11 @@ class Request:
     def wait(self, timeout: float | None = None) -> Status:
         """The status once complete. ``timeout`` (seconds; default the configuration's
         timeout_ms): past it, TaggedTimeout, and the endpoint refuses further use."""
+        trace = self.endpoint.trace
+        if trace is not None:
+            return trace.call("request.wait", {"request": self.what, "rid": self._rid,
+                                               "send": self.is_send},
+                              self.endpoint._wait, self, timeout, detail=_status_detail)
         return self.endpoint._wait(self, timeout)
 
 
@@ -235,8 +242,12 @@ class TaggedEndpoint:
     channel (both must have the same configuration)."""
 
     def __init__(self, rank: int, links: dict[int, tuple[Any, Any]],
-                 cfg: TaggedConfig | None = None) -> None:
+                 cfg: TaggedConfig | None = None, trace: Any = None) -> None:
         self.cfg = cfg or TaggedConfig()
+        self.trace = trace              # a device_trace.Recorder, or None
+        if trace is not None:
+            trace.send_detail = _header_detail
+            links = {r: (trace.device(d), trace.side(s)) for r, (d, s) in links.items()}
         self.rank = rank
         self.timeout_s = self.cfg.timeout_ms / 1000
         self._failed = ""
@@ -289,6 +300,13 @@ class TaggedEndpoint:
         """Send ``buf`` to rank ``dest`` with ``tag`` on communicator ``comm``. Eager up to
         ``eager_limit`` bytes (complete once the peer's NIC acknowledged it), rendezvous
         above (complete when the receiver's FIN says it has READ the payload)."""
+        if self.trace is not None:
+            return self.trace.call("isend", {"bytes": len(buf), "dest": dest, "tag": tag,
+                                             "comm": comm}, self._isend, buf, dest, tag, comm)
+        return self._isend(buf, dest, tag, comm)
+
+    def _isend(self, buf: bytes | bytearray | memoryview, dest: int, tag: int,
+               comm: int) -> Request:
         self._usable()
         peer = self._peer(dest, "isend")
         self._check_tag(tag, "isend", wildcard=False)
@@ -316,6 +334,13 @@ class TaggedEndpoint:
         """Receive up to ``nbytes`` bytes from ``source`` (or ANY_SOURCE) with ``tag`` (or
         ANY_TAG) on ``comm``. A longer message completes it with MPI_ERR_TRUNCATE in the
         status and its first ``nbytes`` bytes."""
+        if self.trace is not None:
+            return self.trace.call("irecv", {"bytes": nbytes, "source": source, "tag": tag,
+                                             "comm": comm}, self._irecv, nbytes, source, tag,
+                                   comm)
+        return self._irecv(nbytes, source, tag, comm)
+
+    def _irecv(self, nbytes: int, source: int, tag: int, comm: int) -> Request:
         self._usable()
         if not isinstance(nbytes, int) or nbytes < 0:
             raise TaggedError(f"irecv: nbytes={nbytes!r}: expected a byte count of at least 0")
@@ -394,6 +419,8 @@ class TaggedEndpoint:
         timeout), then take the devices and side channels down."""
         if self._closed:
             return
+        if self.trace is not None and not self.trace.ended:
+            self.trace.call("close", {}, lambda: None)
         if not self._failed:
             deadline = time.monotonic() + self.timeout_s
             try:
@@ -407,6 +434,8 @@ class TaggedEndpoint:
         for p in self.peers.values():
             p.device.close()
             p.side.close()
+        if self.trace is not None:
+            self.trace.end()
 
     def __enter__(self) -> TaggedEndpoint:
         return self
@@ -643,6 +672,23 @@ class TaggedEndpoint:
         rec.request.status = Status(a.src, a.tag, n, error, data=data[:n])
 
 
+def _header_detail(device: Any, wr: tuple) -> dict[str, Any] | None:
+    """The message header a send carries, read from its buffer, for a device trace."""
+    _, region, offset, length, _ = wr
+    if length < HEADER.size:
+        return None
+    (_, kind, src, comm, tag, seq, mid, nbytes, _, _, _) = HEADER.unpack_from(
+        device.regions[region], offset)
+    return {"kind": KIND_NAME.get(kind, str(kind)), "src": src, "comm": comm, "tag": tag,
+            "seq": seq, "mid": mid, "bytes": nbytes}
+
+
+def _status_detail(st: Status) -> dict[str, Any]:
+    """A completed request's status, as a device trace's result carries it."""
+    return {"status": {"source": st.source, "tag": st.tag, "count": st.count,
+                       "error": st.error, "cancelled": st.cancelled}}
+
+
 def _rndv_region(mid: int) -> str:
     return f"rndv{mid}"
 
@@ -656,8 +702,9 @@ def open_endpoint(pair: SimPair, rank: int, cfg: TaggedConfig | None = None) -> 
     device = SimDevice(wire, endpoint_regions(cfg), cq_depth=cfg.cq_depth, max_msg=cfg.max_msg,
                        rq_depth=cfg.bounces, sq_depth=cfg.sq_depth, qp_type=RC)
     side = SideChannel(sock, cfg.timeout_ms / 1000)
+    trace = device_trace.from_env(device_trace.TAGGED, rank, "sim", "python", cfg)
     try:
-        return TaggedEndpoint(rank, {1 - rank: (device, side)}, cfg)
+        return TaggedEndpoint(rank, {1 - rank: (device, side)}, cfg, trace)
     except BaseException:
         device.close()
         side.close()
