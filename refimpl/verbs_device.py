@@ -3,7 +3,7 @@ Debian's python3-pyverbs, with the calls GateChannel and TaggedEndpoint make of 
 
 - **Memory**: each region (name -> bytearray) is registered as an MR over the bytearray's own
   bytes, so the libraries read and write the very memory the NIC reads and writes. A region of
-  no bytes is not registered (a zero-length SEND carries no SGE).
+  no bytes is not registered (a zero-length SEND's SGE carries another region's key).
 - **Queue pair**: UC (the gate) or RC (tagged messaging) on one shared CQ of ``cq_depth``
   entries, set up by refimpl/verbs_setup.py. RC uses rnr_retry 0, as the sim device and the
   spec's fabric do: a SEND that finds no receive fails at once with RNR retry exceeded.
@@ -119,8 +119,8 @@ class VerbsDevice:
         chain = []
         for wr_id, region, offset, length in wrs:
             r = self._range(region, offset, length, "post_recv")
-            sg = [SGE(r.addr + offset, length, r.lkey)] if length else None
-            chain.append(RecvWR(wr_id=wr_id, num_sge=1 if length else 0, sg=sg))
+            chain.append(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(r.addr + offset, length,
+                                                                 r.lkey)]))
         self._post(self.res.qp.post_recv, chain, "post_recv")
 
     def post_send(self, wrs: list[tuple[int, str, int, int, bool]]) -> None:
@@ -134,9 +134,9 @@ class VerbsDevice:
                 raise DeviceError(f"post_send: wr_id {wr_id:#x}: {length} bytes exceed the "
                                   f"{self.max_msg}-byte message cap")
             r = self._range(region, offset, length, "post_send")
-            sg = [SGE(r.addr + offset, length, r.lkey)] if length else None
-            chain.append(SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1 if length else 0,
-                                sg=sg, send_flags=e.IBV_SEND_SIGNALED if signaled else 0))
+            chain.append(SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1,
+                                sg=[SGE(r.addr + offset, length, r.lkey)],
+                                send_flags=e.IBV_SEND_SIGNALED if signaled else 0))
         self._post(self.res.qp.post_send, chain, "post_send")
         self.sent += len(chain)
 
@@ -310,7 +310,13 @@ class VerbsDevice:
             raise DeviceError(f"{what}: bytes {offset}..{offset + length} lie outside region "
                               f"{region!r} of {len(mem)} bytes")
         found = self._mrs.get(region)
-        return found[2] if found is not None else _Region(0, 0, 0, 0)
+        if found is not None:
+            return found[2]
+        # a region of no bytes: pyverbs builds no WR without an SGE, so a zero-length one
+        # carries any registered region's key
+        for _mr, _view, r in self._mrs.values():
+            return _Region(r.addr - offset, 0, r.lkey, r.rkey)
+        raise DeviceError(f"{what}: no region is registered to carry a zero-length SGE")
 
     def _remote_region(self, name: str) -> _Remote:
         if name not in self._remote:
