@@ -24,6 +24,7 @@ import pytest
 from conftest import native_module, require
 
 from verbspec.refimpl import rxe_guest as rg
+from verbspec.refimpl.channel import TIMEOUT_ENV
 from verbspec.refimpl.demo import BIG_BYTES, TAGGED_ROUNDS, TAGGED_SIZES
 from verbspec.spec.gate import errors
 
@@ -32,6 +33,8 @@ pytestmark = pytest.mark.rxe
 DEVICES = ("rxe0", "rxe1")
 GATES = 10_000
 VERBSPEC = str(Path(sys.executable).with_name("verbspec"))
+#: under emulation on a loaded machine a rank can stay descheduled past the 750 ms default
+GATE_TIMEOUT_MS = "20000"
 
 
 def run_demo(guest, *args: str, expect_rc: int = 0) -> dict:
@@ -42,7 +45,8 @@ def run_demo(guest, *args: str, expect_rc: int = 0) -> dict:
         require("rxe", str(exc))
     argv = [VERBSPEC, "demo", "--transport", "verbs", "--device", DEVICES[0],
             "--peer-device", DEVICES[1], "--json", "--quiet", *args]
-    res = guest.run(argv, env={"PYTHONPATH": str(pyverbs)}, timeout=600)
+    res = guest.run(argv, env={"PYTHONPATH": str(pyverbs), TIMEOUT_ENV: GATE_TIMEOUT_MS},
+                    timeout=600)
     assert res.returncode == expect_rc, (f"{' '.join(argv)} exited {res.returncode}:\n"
                                          f"{res.stdout}\n{res.stderr}")
     out = json.loads(res.stdout)
