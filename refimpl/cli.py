@@ -133,8 +133,17 @@ def _parser() -> Parser:
     d = add("demo", "the gate protocol end to end: two processes arm, exchange gates, drain, "
                     "run a big gate, re-arm and exchange more; then tagged messages, eager and "
                     "rendezvous, with wildcards; every payload verified")
-    d.add_argument("--transport", choices=("sim",), default="sim",
-                   help="sim: two processes over the simulated fabric and a loopback TCP socket")
+    d.add_argument("--transport", choices=("sim", "verbs"), default="sim",
+                   help="sim: two processes over the simulated fabric and a loopback TCP "
+                        "socket; verbs: over RDMA devices through pyverbs (--device)")
+    d.add_argument("--device", metavar="NAME",
+                   help="--transport verbs: rank 0's RDMA device (ibv_devices lists them)")
+    d.add_argument("--peer-device", metavar="NAME",
+                   help="--transport verbs: rank 1's RDMA device (unset: --device)")
+    d.add_argument("--variant", choices=demo_variants(), default="",
+                   help="tests and demonstrations only: one gate per rank on the reference "
+                        "engine behaving as this spec variant, rank 1 late (the UC drop and "
+                        "its gate timeout)")
     d.add_argument("--gates", type=int, default=10_000, metavar="N",
                    help="decode gates before the big gate (N/10 more after it)")
     d.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
@@ -798,7 +807,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from verbspec.refimpl.demo import demo_main
 
     _gate_run(args)
-    return demo_main(args.gates, args.engine, args.json, args.quiet)
+    if args.transport == "verbs":
+        _verbs_devices(args.device, args.peer_device)
+    elif args.device or args.peer_device:
+        raise InputError("--device and --peer-device are for --transport verbs")
+    if args.variant and args.engine == "native":
+        raise InputError(f"--variant {args.variant}: the variant engines are the Python "
+                         f"reference engine changed; use --engine python (or auto)")
+    return demo_main(args.gates, args.engine, args.json, args.quiet, args.transport,
+                     args.device, args.peer_device, args.variant)
+
+
+def demo_variants() -> tuple[str, ...]:
+    from verbspec.refimpl.demo import VARIANTS
+
+    return VARIANTS
+
+
+def _verbs_devices(device: str | None, peer: str | None) -> None:
+    """--transport verbs: pyverbs importable, --device given, both devices present."""
+    if not device:
+        raise InputError("--transport verbs needs --device NAME (an RDMA device; ibv_devices "
+                         "lists them)")
+    try:
+        from pyverbs.device import get_device_list
+    except ImportError as e:
+        raise InputError(f"--transport verbs needs pyverbs, which cannot be imported ({e}): "
+                         f"install python3-pyverbs and put its directory "
+                         f"(/usr/lib/python3/dist-packages) on PYTHONPATH") from None
+    names = [d.name.decode() if isinstance(d.name, bytes) else str(d.name)
+             for d in get_device_list()]
+    for opt, name in (("--device", device), ("--peer-device", peer)):
+        if name and name not in names:
+            raise InputError(f"{opt} {name}: no such RDMA device here (devices: "
+                             f"{', '.join(names) or 'none'})")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -1,11 +1,17 @@
-"""``verbspec demo``: the gate protocol and tagged messaging end to end on the ``sim``
-transport. Two rank processes arm the window, run N decode gates with two-chunk vectors, drain
-and run a big gate, re-arm and run more gates; then each sets up a tagged endpoint (a new wire,
-RC this time, and a new side channel) and exchanges tagged messages of eager and rendezvous
-sizes with the other, receives posted before and after the messages arrive, some with
-ANY_SOURCE and ANY_TAG. Every payload is checked against what the peer must have sent. The
-summary gives per-gate latency percentiles (rank 0's exchange calls), throughput and the tagged
-messages verified."""
+"""``verbspec demo``: the gate protocol and tagged messaging end to end, on the ``sim``
+transport or on real RDMA devices through pyverbs (``--transport verbs``). Two rank processes
+arm the window, run N decode gates with two-chunk vectors, drain and run a big gate, re-arm and
+run more gates; then each sets up a tagged endpoint (a new wire, RC this time, and a new side
+channel) and exchanges tagged messages of eager and rendezvous sizes with the other, receives
+posted before and after the messages arrive, some with ANY_SOURCE and ANY_TAG. Every payload is
+checked against what the peer must have sent. The summary gives per-gate latency percentiles
+(rank 0's exchange calls), throughput and the tagged messages verified.
+
+``--variant no-barrier`` (tests and demonstrations only) runs instead the UC drop the 0xD1
+barrier prevents: both ranks run the reference engine without the barrier, rank 1 starts its
+first gate ``LAG_S`` late, rank 0's first gate reaches rank 1 before it posted its window and
+is dropped (rank 0's send completes successfully), and rank 1's gate ends in ds4's gate
+timeout."""
 
 from __future__ import annotations
 
@@ -13,19 +19,25 @@ import json
 import multiprocessing as mp
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from verbspec.refimpl import engines
-from verbspec.refimpl.channel import TRAILER, GateChannel, gate_config
-from verbspec.refimpl.sim import SimPair, close_channel, open_channel, run_pair
+from verbspec.refimpl.channel import TRAILER, GateChannel, GateError, gate_config
+from verbspec.refimpl.sim import Pair, SimPair, close_channel, open_channel, run_pair
 from verbspec.refimpl.tagged import ANY_SOURCE, ANY_TAG, TaggedConfig, TaggedEndpoint, open_endpoint
+from verbspec.spec.gate import variants as gv
 
 BIG_BYTES = 12 * 2**20
 VEC_BYTES = 24 * 1024       # a caller's vector: two chunks under the 16 KiB message cap
 TAGGED = TaggedConfig()     # eager up to 8 KiB, rendezvous above
 TAGGED_SIZES = (64, 4096, 256 * 1024, 2**20)
 TAGGED_ROUNDS = 3
+VARIANTS = (gv.NO_BARRIER.name,)    # the variants --variant runs
+LAG_S = 1.5                 # --variant: rank 1 starts its first gate this late
+VARIANT_TIMEOUT_MS = 5000   # --variant: the gate timeout (rank 0 waits out rank 1's lag);
+                            # VERBSPEC_GATE_TIMEOUT_MS overrides it, as every gate timeout
 
 
 def vector(rank: int, seq: int, nbytes: int) -> bytes:
@@ -77,7 +89,9 @@ def work(ch: GateChannel, rank: int, arg: tuple[Plan, Any]) -> dict[str, Any]:
     if rank == 0:
         done.value = seq
     return {"gates": seq, "wrong": wrong, "lat_ns": lat, "gate_s": (t1 - t0) + (t3 - t2),
-            "big_s": t2 - t1, "stats": ch.stats}
+            "big_s": t2 - t1, "stats": ch.stats,
+            # both ranks grant the same receive depth: the window the big gate moved in
+            "big_window": cfg.big_window(cfg.rq_depth)}
 
 
 def tagged_work(ep: TaggedEndpoint, rank: int) -> dict[str, Any]:
@@ -133,15 +147,15 @@ def tagged_work(ep: TaggedEndpoint, rank: int) -> dict[str, Any]:
             "rendezvous": ep.counts["rendezvous"]}
 
 
-def rank_main(pair: SimPair, rank: int, arg: tuple[Plan, Any, Any]) -> dict[str, Any]:
+def rank_main(pair: Pair, rank: int, arg: tuple[Plan, Any, Any]) -> dict[str, Any]:
     """One rank: the gate part on a gate channel, then the tagged part on a tagged endpoint."""
     plan, done, engine = arg
     ch = open_channel(pair, rank, gate_config({"vec_bytes": VEC_BYTES + TRAILER.size}), engine)
     try:
         out = work(ch, rank, (plan, done))
-        out["dropped"] = ch.device.dropped
     finally:
         close_channel(ch)
+    out["dropped"] = ch.device.dropped      # a verbs device knows it once both closed
     with open_endpoint(pair, rank, TAGGED) as ep:
         out["tagged"] = tagged_work(ep, rank)
     return out
@@ -152,10 +166,89 @@ def percentile(sorted_ns: list[int], q: float) -> float:
     return sorted_ns[k] / 1000
 
 
-def demo_main(gates: int, engine: str, as_json: bool, quiet: bool) -> int:
+def variant_rank(pair: Pair, rank: int, arg: tuple[str, Any]) -> dict[str, Any]:
+    """One rank of the --variant run: one gate on the variant's engine, rank 1 late; rank 0
+    keeps its channel up until rank 1's gate has ended (so rank 1 meets the timeout, not a
+    peer that left). What each rank's device completed, and the drops, are reported."""
+    variant, finished = arg
+    cfg = gate_config({"vec_bytes": VEC_BYTES + TRAILER.size,
+                       "timeout_ms": VARIANT_TIMEOUT_MS})
+    ch = open_channel(pair, rank, cfg, "python", variant)
+    error, verified = "", False
+    try:
+        if rank == 1:
+            time.sleep(LAG_S)
+        got = ch.exchange(0, 0, vector(rank, 1, ch.vector_bytes))
+        verified = got == vector(1 - rank, 1, ch.vector_bytes)
+    except GateError as e:
+        error = str(e)
+    finally:
+        if rank == 1:
+            finished.set()
+        else:
+            finished.wait(2 * cfg.timeout_ms / 1000 + LAG_S)
+        close_channel(ch)
+    return {"rank": rank, "error": error, "verified": verified,
+            "completions": dict(ch.device.completions), "dropped": ch.device.dropped}
+
+
+def pair_factory(transport: str, device: str | None,
+                 peer_device: str | None) -> Callable[[], Pair]:
+    """The pair the ranks meet at: sim, or verbs devices (rank 0 on ``device``, rank 1 on
+    ``peer_device``, default the same)."""
+    if transport == "sim":
+        return SimPair
+    from verbspec.refimpl.verbs_pair import VerbsPair
+
+    return VerbsPair.factory(device or "", peer_device)
+
+
+def variant_main(variant: str, transport: str, device: str | None, peer_device: str | None,
+                 as_json: bool) -> int:
+    """The --variant run; exit 0 only when both ranks' gates verified (which the variant is
+    there to break)."""
+    finished = mp.get_context("fork").Event()
+    t = time.perf_counter()
+    outcomes = run_pair(variant_rank, ((variant, finished), (variant, finished)),
+                        pair=pair_factory(transport, device, peer_device))
+    wall = time.perf_counter() - t
+    ranks = [o.result if not o.error else {"rank": o.rank, "error": o.error, "verified": False}
+             for o in outcomes]
+    drops = [r.get("dropped") for r in ranks]
+    summary = {"variant": variant, "engine": "python", "transport": _transport(transport),
+               "devices": _devices(transport, device, peer_device), "ranks": ranks,
+               "errors": [f"rank {r['rank']}: {r['error']}" for r in ranks if r["error"]],
+               "drops": None if None in drops else sum(drops),
+               "verified": all(r["verified"] for r in ranks), "seconds": round(wall, 2)}
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        from verbspec.refimpl.progress import print_table
+
+        rows = [[f"rank {r['rank']}", "verified" if r["verified"] else r["error"],
+                 json.dumps(r.get("completions"))] for r in ranks]
+        print_table(f"verbspec demo --variant {variant}", ["rank", "gate 1", "completions"],
+                    rows)
+        print(f"UC drops: {summary['drops']}")
+    return 0 if summary["verified"] else 1
+
+
+def _transport(transport: str) -> str:
+    return "sim" if transport == "sim" else "pyverbs"
+
+
+def _devices(transport: str, device: str | None, peer_device: str | None) -> list[str]:
+    return [] if transport == "sim" else [device or "", peer_device or device or ""]
+
+
+def demo_main(gates: int, engine: str, as_json: bool, quiet: bool, transport: str = "sim",
+              device: str | None = None, peer_device: str | None = None,
+              variant: str = "") -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    if variant:
+        return variant_main(variant, transport, device, peer_device, as_json)
     in_use = engines.resolved(engine)
     plan = Plan(gates, max(1, gates // 10), BIG_BYTES)
     done = mp.get_context("fork").Value("q", 0, lock=False)
@@ -165,10 +258,12 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool) -> int:
     with Progress("[progress.description]{task.description}", BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                   disable=not show) as bar:
-        task = bar.add_task(f"gates ({in_use} engine, sim transport)", total=total)
+        task = bar.add_task(f"gates ({in_use} engine, {_transport(transport)} transport)",
+                            total=total)
         t = time.perf_counter()
         outcomes = run_pair(rank_main, ((plan, done, in_use), (plan, done, in_use)),
-                            tick=lambda: bar.update(task, completed=done.value))
+                            tick=lambda: bar.update(task, completed=done.value),
+                            pair=pair_factory(transport, device, peer_device))
         wall = time.perf_counter() - t
     errors = [f"rank {o.rank}: {o.error}" for o in outcomes if o.error]
     ok = [o.result for o in outcomes if not o.error]
@@ -184,13 +279,21 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool) -> int:
         "gate_latency_us": {"p50": round(percentile(lat, 0.50), 1) if lat else None,
                             "p99": round(percentile(lat, 0.99), 1) if lat else None},
         "engine": in_use,
-        "transport": "sim",
+        "transport": _transport(transport),
+        "devices": _devices(transport, device, peer_device),
     }
     if ok:
         r0 = ok[0]
         summary["gates_per_s"] = round(r0["gates"] / r0["gate_s"]) if r0["gate_s"] else None
         summary["big_gate_mib_per_s"] = round(plan.big_bytes / 2**20 / r0["big_s"], 1)
-        summary["drops"] = sum(r["dropped"] for r in ok)
+        summary["big_gate_window"] = r0["big_window"]
+        drops = [r["dropped"] for r in ok]
+        summary["drops"] = None if None in drops else sum(drops)
+        # payloads compared with what the peer must have sent, both ranks together
+        summary["checked"] = {"gate_vectors": sum(r["gates"] for r in ok),
+                              "big_gates": len(ok),
+                              "tagged": sum(r["tagged"]["received"] for r in ok),
+                              "wrong": wrong}
         t0 = r0["tagged"]
         summary["tagged"] = {"eager": sum(r["tagged"]["eager"] for r in ok),
                              "rendezvous": sum(r["tagged"]["rendezvous"] for r in ok),

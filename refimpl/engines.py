@@ -36,8 +36,20 @@ def resolved(name: str) -> str:
         else "python"
 
 
-def gate_engine(name: str, cfg: GateConfig, grant: int) -> Any:
-    """A gate engine of one rank."""
+def gate_engine(name: str, cfg: GateConfig, grant: int, variant: str = "",
+                rank: int = 0) -> Any:
+    """A gate engine of rank ``rank``. ``variant`` (tests and demonstrations only): the
+    reference engine changed to behave as that spec variant (refimpl/hazards.py)."""
+    if variant:
+        from verbspec.refimpl.hazards import hazard
+
+        if resolved(name) == "native":
+            raise EngineUnavailable(f"variant {variant!r}: the variant engines are the Python "
+                                    f"reference engine changed; use --engine python")
+        try:
+            return hazard(variant)(cfg, rank, grant)
+        except ValueError as e:
+            raise EngineUnavailable(str(e)) from None
     if resolved(name) == "native":
         from verbspec.refimpl.native_gate import NativeGateEngine
 

@@ -266,7 +266,8 @@ for d in proc sys dev tmp; do [ -d $R/$d ] || fail "no /$d on the host root"; do
 mount -t proc proc $R/proc
 mount -t sysfs sys $R/sys
 mount -t devtmpfs dev $R/dev
-mount -t tmpfs tmpfs $R/dev/shm
+mkdir -p $R/dev/shm
+mount -t tmpfs tmpfs $R/dev/shm || fail "tmpfs on /dev/shm"
 mount -t tmpfs tmpfs $R/tmp
 {shares}
 chroot $R /bin/sh -e -c '{setup}' > $X/setup.log 2>&1 \

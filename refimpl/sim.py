@@ -7,6 +7,12 @@ side channel, as a deployment has.
 both return the two outcomes. A rank that raises returns the error
 (its type and message) instead of a result; a rank that dies is reported with its exit code,
 never waited on forever.
+
+The transport is the pair's: ``SimPair`` (this module) or ``VerbsPair``
+(refimpl/verbs_pair.py: real RDMA devices through pyverbs); ``run_pair`` and ``run_ranks`` take
+the pair's factory (default ``SimPair``). A pair opens each rank's link: its device and its side
+channel. ``VERBSPEC_DEVICE_TRACE=DIR`` makes each rank's channel or endpoint record its device
+trace in DIR (refimpl/device_trace.py), on either transport.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ import socket
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from verbspec.refimpl import device_trace, engines
 from verbspec.refimpl.channel import GateChannel, regions_for
 from verbspec.refimpl.side_channel import SideChannel
-from verbspec.refimpl.sim_device import SimDevice
+from verbspec.refimpl.sim_device import UC, SimDevice
 from verbspec.spec.gate.params import GateConfig
 
 SETUP_TIMEOUT_S = 10.0      # connecting the side channel
@@ -39,7 +45,19 @@ class RankOutcome:
     result: Any = None
     error: str = ""             # "Type: message" when the work raised
     exitcode: int | None = 0
-    dropped: int = 0            # UC drops seen by this rank's device
+    dropped: int | None = 0     # UC drops seen by this rank's device (None: not known)
+
+
+class Pair(Protocol):
+    """Where two rank processes meet: made in the parent, used in each rank after the fork."""
+
+    transport: str
+
+    def open_device(self, rank: int, regions: dict[str, bytearray], *, qp_type: str,
+                    cq_depth: int, max_msg: int, rq_depth: int, sq_depth: int,
+                    timeout_s: float) -> tuple[Any, socket.socket]: ...
+
+    def close(self) -> None: ...
 
 
 class SimPair:
@@ -53,6 +71,16 @@ class SimPair:
         self.wire_server.bind(f"\0verbspec-sim-{os.getpid()}-{secrets.token_hex(8)}")
         self.wire_server.listen(2)
         self.side_server = socket.create_server(("127.0.0.1", 0))
+
+    transport = "sim"
+
+    def open_device(self, rank: int, regions: dict[str, bytearray], *, qp_type: str,
+                    cq_depth: int, max_msg: int, rq_depth: int, sq_depth: int,
+                    timeout_s: float) -> tuple[SimDevice, socket.socket]:
+        """This rank's device on a new wire, and its end of a new side channel."""
+        wire, side = self.connect(rank)
+        return SimDevice(wire, regions, cq_depth=cq_depth, max_msg=max_msg, rq_depth=rq_depth,
+                         sq_depth=sq_depth, qp_type=qp_type), side
 
     def connect(self, rank: int) -> tuple[socket.socket, socket.socket]:
         """This rank's ends of a new wire and a new side channel."""
@@ -78,14 +106,24 @@ class SimPair:
         self.side_server.close()
 
 
-def open_channel(pair: SimPair, rank: int, cfg: GateConfig, engine: str) -> GateChannel:
-    """Set up rank ``rank``'s channel over the pair (in the rank's own process)."""
-    wire, sock = pair.connect(rank)
-    device = SimDevice(wire, regions_for(cfg), cq_depth=cfg.cq_depth,
-                       max_msg=cfg.max_msg, rq_depth=cfg.rq_depth, sq_depth=cfg.sq_depth)
-    side = SideChannel(sock, cfg.timeout_ms / 1000)
-    trace = device_trace.from_env(device_trace.GATE, rank, "sim", engines.resolved(engine), cfg)
-    return GateChannel(cfg, device, side, engines.gate_engine(engine, cfg, cfg.rq_depth),
+def open_link(pair: Pair, rank: int, regions: dict[str, bytearray], *, timeout_s: float,
+              **device: Any) -> tuple[Any, Any]:
+    """Rank ``rank``'s device and side channel over ``pair`` (in the rank's own process)."""
+    dev, sock = pair.open_device(rank, regions, timeout_s=timeout_s, **device)
+    return dev, SideChannel(sock, timeout_s)
+
+
+def open_channel(pair: Pair, rank: int, cfg: GateConfig, engine: str,
+                 variant: str = "") -> GateChannel:
+    """Set up rank ``rank``'s channel over the pair (in the rank's own process). ``variant``:
+    the reference engine behaving as that spec variant (tests and demonstrations only)."""
+    used = engines.resolved(engine)
+    device, side = open_link(pair, rank, regions_for(cfg), timeout_s=cfg.timeout_ms / 1000,
+                             qp_type=UC, cq_depth=cfg.cq_depth, max_msg=cfg.max_msg,
+                             rq_depth=cfg.rq_depth, sq_depth=cfg.sq_depth)
+    trace = device_trace.from_env(device_trace.GATE, rank, pair.transport, used, cfg)
+    return GateChannel(cfg, device, side,
+                       engines.gate_engine(used, cfg, cfg.rq_depth, variant=variant, rank=rank),
                        trace=trace)
 
 
@@ -96,7 +134,7 @@ def close_channel(ch: GateChannel) -> None:
     ch.side.close()
 
 
-def _rank_main(pair: SimPair, rank: int, target: Callable[[SimPair, int, Any], Any], arg: Any,
+def _rank_main(pair: Pair, rank: int, target: Callable[[Pair, int, Any], Any], arg: Any,
                out: Any) -> None:
     try:
         out.send(RankOutcome(rank, target(pair, rank, arg)))
@@ -107,25 +145,27 @@ def _rank_main(pair: SimPair, rank: int, target: Callable[[SimPair, int, Any], A
         out.close()
 
 
-def run_pair(target: Callable[[SimPair, int, Any], Any], args: tuple[Any, Any],
+def run_pair(target: Callable[[Any, int, Any], Any], args: tuple[Any, Any],
              timeout_s: float | None = None,
              on_start: Callable[[list[Any]], None] | None = None,
-             tick: Callable[[], None] | None = None) -> list[RankOutcome]:
+             tick: Callable[[], None] | None = None,
+             pair: Callable[[], Pair] = SimPair) -> list[RankOutcome]:
     """Run ``target(pair, rank, arg)`` in two rank processes; their outcomes, rank 0 first.
     ``on_start`` gets the two processes once both run (e.g. to kill one as a fault); ``tick``
-    is called about ten times a second while the parent waits (e.g. to show progress)."""
+    is called about ten times a second while the parent waits (e.g. to show progress);
+    ``pair`` makes the pair the ranks meet at (the transport)."""
     ctx = mp.get_context("fork")
-    pair = SimPair()
+    meet = pair()
     pipes = [ctx.Pipe(duplex=False) for _ in (0, 1)]
     procs = [ctx.Process(target=_rank_main, name=f"verbspec-rank{r}",
-                         args=(pair, r, target, args[r], pipes[r][1]))
+                         args=(meet, r, target, args[r], pipes[r][1]))
              for r in (0, 1)]
     try:
         for p in procs:
             p.start()
         for _, w in pipes:
             w.close()
-        pair.close()
+        meet.close()
         if on_start is not None:
             on_start(procs)
         return [_collect(r, procs[r], pipes[r][0], timeout_s, tick) for r in (0, 1)]
@@ -137,22 +177,27 @@ def run_pair(target: Callable[[SimPair, int, Any], Any], args: tuple[Any, Any],
 
 
 def run_ranks(cfg: GateConfig, work: Callable[[GateChannel, int, Any], Any],
-              args: tuple[Any, Any], engine: str = "auto", **kw: Any) -> list[RankOutcome]:
+              args: tuple[Any, Any], engine: str = "auto", variant: str = "",
+              **kw: Any) -> list[RankOutcome]:
     """Run ``work(channel, rank, arg)`` in two rank processes, each with a freshly set-up
-    channel (closed after); their outcomes, with the UC drops each device saw."""
+    channel (closed after); their outcomes, with the UC drops each device saw. ``kw`` goes to
+    ``run_pair`` (``pair=VerbsPair.factory(...)`` for real devices)."""
     engines.check_engine(engine)
-    out = run_pair(functools.partial(_with_channel, cfg, engine, work), args, **kw)
+    out = run_pair(functools.partial(_with_channel, cfg, engine, variant, work), args, **kw)
     return [replace(o, result=o.result[0], dropped=o.result[1]) if not o.error else o
             for o in out]
 
 
-def _with_channel(cfg: GateConfig, engine: str, work: Callable[[GateChannel, int, Any], Any],
-                  pair: SimPair, rank: int, arg: Any) -> tuple[Any, int]:
-    channel = open_channel(pair, rank, cfg, engine)
+def _with_channel(cfg: GateConfig, engine: str, variant: str,
+                  work: Callable[[GateChannel, int, Any], Any], pair: Pair, rank: int,
+                  arg: Any) -> tuple[Any, int | None]:
+    channel = open_channel(pair, rank, cfg, engine, variant)
     try:
-        return work(channel, rank, arg), channel.device.dropped
+        result = work(channel, rank, arg)
     finally:
         close_channel(channel)
+    # a verbs device knows its drops once both devices closed
+    return result, channel.device.dropped
 
 
 def _collect(rank: int, proc: Any, pipe: Any, timeout_s: float | None,

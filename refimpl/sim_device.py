@@ -125,6 +125,8 @@ class SimDevice:
         self.rq_depth, self.sq_depth = rq_depth, sq_depth
         self.dropped = 0                # messages that arrived to an empty receive queue
         self.delivered = 0
+        # completions polled: successful ones by opcode, and the failed ones
+        self.completions = {"send": 0, "recv": 0, "read": 0, "error": 0}
         self._rq: deque[_Recv] = deque()
         self._cq: deque[Cqe] = deque()
         self._fatal: str | None = None
@@ -253,7 +255,9 @@ class SimDevice:
                 raise DeviceError(self._fatal)
             out = []
             while self._cq and len(out) < n:
-                out.append(self._cq.popleft())
+                c = self._cq.popleft()
+                self.completions["error" if c.status != WC_SUCCESS else c.opcode] += 1
+                out.append(c)
             return tuple(out)
 
     @property

@@ -1,6 +1,6 @@
 """``TaggedEndpoint``: MPI-style tagged messaging between ranks, as a library: one process's
 endpoint in a job, joined to each peer rank by an RC queue pair (a ``SimDevice`` with
-``qp_type="rc"``, or a verbs device with the same calls) and a TCP side channel.
+``qp_type="rc"``, or a ``VerbsDevice``: refimpl/verbs_device.py) and a TCP side channel.
 
 Matching follows MPI (spec/tagmatch/lists.py): an arriving message takes the earliest posted
 receive whose envelope (communicator, source, tag; ANY_SOURCE and ANY_TAG allowed in the
@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verbspec.refimpl import device_trace
-from verbspec.refimpl.side_channel import SideChannel, SideChannelTimeout
-from verbspec.refimpl.sim import RankOutcome, SimPair, run_pair
-from verbspec.refimpl.sim_device import RC, STATUS_TEXT, WC_SUCCESS, DeviceError, SimDevice
+from verbspec.refimpl.side_channel import SideChannelTimeout
+from verbspec.refimpl.sim import Pair, RankOutcome, open_link, run_pair
+from verbspec.refimpl.sim_device import RC, STATUS_TEXT, WC_SUCCESS, DeviceError
 from verbspec.refimpl.tagmatch_engine import EAGER, Posted, Unexpected
 from verbspec.spec.tagmatch.lists import ANY, protocol_for
 
@@ -694,15 +694,15 @@ def _rndv_region(mid: int) -> str:
 
 
 # ---------------------------------------------------------------------- the sim transport
-def open_endpoint(pair: SimPair, rank: int, cfg: TaggedConfig | None = None) -> TaggedEndpoint:
-    """Set up rank ``rank``'s endpoint of a two-rank job over ``pair``: a new wire (an RC queue
-    pair on the sim device) and a new side channel (in the rank's own process)."""
+def open_endpoint(pair: Pair, rank: int, cfg: TaggedConfig | None = None) -> TaggedEndpoint:
+    """Set up rank ``rank``'s endpoint of a two-rank job over ``pair``: a new RC queue pair (on
+    the pair's transport: the sim device, or a verbs device) and a new side channel (in the
+    rank's own process)."""
     cfg = cfg or TaggedConfig()
-    wire, sock = pair.connect(rank)
-    device = SimDevice(wire, endpoint_regions(cfg), cq_depth=cfg.cq_depth, max_msg=cfg.max_msg,
-                       rq_depth=cfg.bounces, sq_depth=cfg.sq_depth, qp_type=RC)
-    side = SideChannel(sock, cfg.timeout_ms / 1000)
-    trace = device_trace.from_env(device_trace.TAGGED, rank, "sim", "python", cfg)
+    device, side = open_link(pair, rank, endpoint_regions(cfg),
+                             timeout_s=cfg.timeout_ms / 1000, qp_type=RC, cq_depth=cfg.cq_depth,
+                             max_msg=cfg.max_msg, rq_depth=cfg.bounces, sq_depth=cfg.sq_depth)
+    trace = device_trace.from_env(device_trace.TAGGED, rank, pair.transport, "python", cfg)
     try:
         return TaggedEndpoint(rank, {1 - rank: (device, side)}, cfg, trace)
     except BaseException:
@@ -719,7 +719,7 @@ def run_tagged(work: Callable[[TaggedEndpoint, int, Any], Any], args: tuple[Any,
 
 
 def _with_endpoint(cfg: TaggedConfig | None, work: Callable[[TaggedEndpoint, int, Any], Any],
-                   pair: SimPair, rank: int, arg: Any) -> Any:
+                   pair: Pair, rank: int, arg: Any) -> Any:
     with open_endpoint(pair, rank, cfg) as ep:
         return work(ep, rank, arg)
 

@@ -16,16 +16,14 @@ pyverbs is imported inside the functions: this module is importable where it is 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
 
-PORT = 1
+from verbspec.refimpl import verbs_setup
+
 #: queue depths: the experiment never has more than two WRs outstanding on a queue
 DEPTH = 8
 BUF = 256
@@ -67,101 +65,24 @@ class RcFact:
 
 
 class Side:
-    """One end: a device context, PD, CQ, MR and a QP of the given type, brought to RTS against
-    a peer by ``connect``."""
+    """One end: a queue pair of the given type on its own CQ (refimpl/verbs_setup.py) and one
+    buffer, brought to RTS against a peer by ``connect``."""
 
     def __init__(self, device: str, qp_type: str) -> None:
         import pyverbs.enums as e
-        from pyverbs.cq import CQ
-        from pyverbs.device import Context
         from pyverbs.mr import MR
-        from pyverbs.pd import PD
-        from pyverbs.qp import QP, QPCap, QPInitAttr
 
         self.e = e
         self.device = device
         self.qp_type = qp_type
-        self.ctx = Context(name=device)
-        self.pd = PD(self.ctx)
-        self.cq = CQ(self.ctx, DEPTH * 2, None, None, 0)
-        access = e.IBV_ACCESS_LOCAL_WRITE
-        self.mr = MR(self.pd, BUF, access)
-        kind = {"UC": e.IBV_QPT_UC, "RC": e.IBV_QPT_RC}[qp_type]
-        cap = QPCap(max_send_wr=DEPTH, max_recv_wr=DEPTH, max_send_sge=1, max_recv_sge=1)
-        self.qp = QP(self.pd, QPInitAttr(qp_type=kind, scq=self.cq, rcq=self.cq, cap=cap))
-        self.gid_index, self.gid = self._pick_gid()
-
-    def _pick_gid(self) -> tuple[int, Any]:
-        """The GID the QP sources from: the port's IPv6 link-local GID (on a veth end the route
-        is that link), but the IPv4-mapped one on a loopback netdev (there index 0 is a
-        link-local GID lo does not route: RTR fails with "Network is unreachable")."""
-        from pyverbs.pyverbs_error import PyverbsRDMAError
-
-        found: dict[str, tuple[int, Any]] = {}
-        for index in range(self.ctx.query_port(PORT).gid_tbl_len):
-            try:
-                gid = self.ctx.query_gid(PORT, index)
-            except PyverbsRDMAError:
-                continue
-            addr = ipaddress.IPv6Address(str(gid))
-            if addr.is_link_local:
-                found.setdefault("link-local", (index, gid))
-            elif addr.ipv4_mapped is not None:
-                found.setdefault("ipv4", (index, gid))
-        kinds = ("ipv4",) if self._on_loopback() else ("link-local", "ipv4")
-        for kind in kinds:
-            if kind in found:
-                return found[kind]
-        raise RuntimeError(f"{self.device} port {PORT} has neither a link-local nor an "
-                           "IPv4-mapped GID")
-
-    def _on_loopback(self) -> bool:
-        """Whether the device's netdev is a loopback one (sysfs: the netdev of GID 0, its
-        IFF_LOOPBACK flag)."""
-        ndev = Path(f"/sys/class/infiniband/{self.device}/ports/{PORT}/gid_attrs/ndevs/0")
-        name = ndev.read_text().strip()
-        flags = int(Path(f"/sys/class/net/{name}/flags").read_text(), 16)
-        return bool(flags & 0x8)  # IFF_LOOPBACK
+        self.res = verbs_setup.open_qp(device, qp_type.lower(), cq_depth=DEPTH * 2,
+                                       send_wr=DEPTH, recv_wr=DEPTH)
+        self.qp, self.cq = self.res.qp, self.res.cq
+        self.mr = MR(self.res.pd, BUF, e.IBV_ACCESS_LOCAL_WRITE)
 
     def connect(self, peer: Side, rnr_retry: int = 7) -> None:
-        """RESET -> INIT -> RTR -> RTS towards ``peer``'s QP."""
-        from pyverbs.addr import AHAttr, GlobalRoute
-        from pyverbs.qp import QPAttr
-
-        e = self.e
-        rc = self.qp_type == "RC"
-        attr = QPAttr(qp_state=e.IBV_QPS_INIT)
-        attr.pkey_index = 0
-        attr.port_num = PORT
-        attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE
-        self.qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT
-                       | e.IBV_QP_ACCESS_FLAGS)
-
-        attr = QPAttr(qp_state=e.IBV_QPS_RTR)
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = peer.qp.qp_num
-        attr.rq_psn = 0
-        gr = GlobalRoute(dgid=peer.gid, sgid_index=self.gid_index, hop_limit=64)
-        attr.ah_attr = AHAttr(is_global=1, port_num=PORT, gr=gr)
-        mask = (e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN
-                | e.IBV_QP_RQ_PSN)
-        if rc:
-            attr.max_dest_rd_atomic = 1
-            attr.min_rnr_timer = 1
-            mask |= e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER
-        self.qp.modify(attr, mask)
-
-        attr = QPAttr(qp_state=e.IBV_QPS_RTS)
-        attr.sq_psn = 0
-        mask = e.IBV_QP_STATE | e.IBV_QP_SQ_PSN
-        if rc:
-            attr.timeout = 14
-            attr.retry_cnt = 7
-            attr.rnr_retry = rnr_retry
-            attr.max_rd_atomic = 1
-            mask |= (e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY
-                     | e.IBV_QP_MAX_QP_RD_ATOMIC)
-        self.qp.modify(attr, mask)
+        """RESET -> INIT -> RTR -> RTS towards ``peer``'s QP (both start at PSN 0)."""
+        verbs_setup.connect(self.res, peer.res.info(0), 0, rnr_retry=rnr_retry)
 
     def post_send(self, wr_id: int, payload: bytes) -> None:
         from pyverbs.wr import SGE, SendWR

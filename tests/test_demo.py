@@ -7,6 +7,8 @@ import json
 
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.demo import TAGGED_ROUNDS, TAGGED_SIZES
+from verbspec.spec.gate import errors
+from verbspec.spec.gate.variants import NO_BARRIER
 
 
 def test_demo_json_reports_verified_gates_and_the_big_gate(capsys):
@@ -35,3 +37,24 @@ def test_demo_refuses_bad_arguments(capsys):
     assert main(["demo", "--gates", "0"]) == 3
     assert "--gates must be at least 1" in capsys.readouterr().err
     assert main(["demo", "--engine", "fortran"]) == 3
+
+
+def test_demo_refuses_transport_arguments_naming_them(capsys):
+    assert main(["demo", "--transport", "verbs"]) == 3
+    assert "--transport verbs needs --device NAME" in capsys.readouterr().err
+    assert main(["demo", "--device", "rxe0"]) == 3
+    assert "--device and --peer-device are for --transport verbs" in capsys.readouterr().err
+    assert main(["demo", "--variant", NO_BARRIER.name, "--engine", "native"]) == 3
+    assert "the variant engines are the Python reference engine" in capsys.readouterr().err
+
+
+def test_demo_no_barrier_variant_drops_the_first_gate_and_the_peer_times_out(capsys):
+    # the sim transport: the forced run as tests/test_rxe_pyverbs.py runs it on a device
+    assert main(["demo", "--variant", NO_BARRIER.name, "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    early, late = out["ranks"]
+    assert early["error"] == "" and early["verified"] is True
+    assert early["completions"]["send"] == 2
+    assert late["completions"]["recv"] == 0
+    assert late["error"] == errors.GATE_TIMEOUT(seq=1, recv_done=0)
+    assert out["drops"] == 2 and out["verified"] is False
