@@ -51,6 +51,27 @@ def test_without_the_headers_the_build_says_what_to_install(tmp_path, monkeypatc
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "--rank is required"),
+    (["--rank", "0"], "--device is required"),
+    (["--rank", "0", "--device", "rxe0"], "give exactly one of --listen PORT and --peer "
+                                          "HOST:PORT"),
+    (["--rank", "2", "--device", "rxe0"], "--rank: expected an integer in 0..1, got '2'"),
+    (["--rank", "0", "--device", "rxe0", "--peer", "nohost"],
+     "--peer: expected HOST:PORT, got 'nohost'"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--vector-bytes", "24577"],
+     "--vector-bytes and --max-msg must be multiples of 8"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--gates"], "--gates: needs a value"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--bogus", "1"],
+     "unknown option --bogus"),
+])
+def test_bad_arguments_exit_2_naming_what_was_wrong(args, message):
+    import subprocess
+
+    done = subprocess.run([str(_program()), *args], capture_output=True, text=True)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
 def test_the_pair_script_reports_each_rank_in_its_own_section():
     text = ("@@verbspec gate rank 0 exit 0\n{\"a\": 1}\n@@verbspec gate rank 0 stderr\nlog\n"
             "@@verbspec gate rank 1 exit 3\n\n@@verbspec gate rank 1 stderr\nleft\n")
