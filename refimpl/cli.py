@@ -146,7 +146,8 @@ def _parser() -> Parser:
                         '...}')
     d.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     _bench_parser(add("bench", "benchmarks: tag matching against UCX and a list walk (C), the gate "
-                               "channel soak with faults"))
+                               "channel soak with faults, the native verbs transport against "
+                               "ibv_uc_pingpong"))
     pa = add("params", "list a protocol's parameters: defaults, ranges and choices")
     pa.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",
                     help="which protocol's")
