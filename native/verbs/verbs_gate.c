@@ -695,10 +695,16 @@ static void teardown(rank_t *r)
         fputs("{\"ev\": \"end\"}\n", r->trace);
         fclose(r->trace);
     }
-    for (int i = 0; i < N_REGIONS; i++)
-        if (r->mr[i])
-            ibv_dereg_mr(r->mr[i]);
-    vq_close(&r->dev);
+    /* teardown failures are reported; the run's outcome stands */
+    for (int i = 0; i < N_REGIONS; i++) {
+        int code = r->mr[i] ? ibv_dereg_mr(r->mr[i]) : 0;
+        if (code)
+            fprintf(stderr, "verbs_gate rank %d: ibv_dereg_mr failed for the %s region: %s "
+                    "(errno %d)\n", r->o.rank, REGION_NAMES[i], strerror(code), code);
+    }
+    vq_err err;
+    if (vq_close(&r->dev, &err))
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, err.text);
     if (r->fd > 0)
         close(r->fd);
     for (int i = 0; i < N_REGIONS; i++)

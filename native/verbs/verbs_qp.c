@@ -190,17 +190,20 @@ int vq_connect(vq_dev *d, const vq_addr *remote, int rnr_retry, vq_err *err)
     return 0;
 }
 
-void vq_close(vq_dev *d)
+int vq_close(vq_dev *d, vq_err *err)
 {
-    if (d->qp)
-        ibv_destroy_qp(d->qp);
-    if (d->cq)
-        ibv_destroy_cq(d->cq);
-    if (d->pd)
-        ibv_dealloc_pd(d->pd);
-    if (d->ctx)
-        ibv_close_device(d->ctx);
+    int rc = 0, code;
+    err->text[0] = '\0';
+    if (d->qp && (code = ibv_destroy_qp(d->qp)) != 0)
+        rc = verbs_err(err, "ibv_destroy_qp", code);
+    if (d->cq && (code = ibv_destroy_cq(d->cq)) != 0 && rc == 0)
+        rc = verbs_err(err, "ibv_destroy_cq", code);
+    if (d->pd && (code = ibv_dealloc_pd(d->pd)) != 0 && rc == 0)
+        rc = verbs_err(err, "ibv_dealloc_pd", code);
+    if (d->ctx && ibv_close_device(d->ctx) != 0 && rc == 0)
+        rc = verbs_err(err, "ibv_close_device", errno);
     memset(d, 0, sizeof *d);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ TCP */

@@ -51,7 +51,8 @@ int vq_reg(vq_dev *d, void *addr, size_t len, int access, struct ibv_mr **mr, co
 void vq_local_addr(const vq_dev *d, vq_addr *a);
 /* INIT, RTR towards the peer at `remote`, RTS (RC: with retries, rnr_retry as given). */
 int vq_connect(vq_dev *d, const vq_addr *remote, int rnr_retry, vq_err *err);
-void vq_close(vq_dev *d);
+/* Destroys what vq_open made; the first failure is reported, the rest still destroyed. */
+int vq_close(vq_dev *d, vq_err *err);
 
 /* TCP: accept one connection on `port` (any address), or connect to host:port, retrying
  * until timeout_ms has passed; the socket, with TCP_NODELAY. */
