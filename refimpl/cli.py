@@ -155,7 +155,8 @@ def _parser() -> Parser:
                         '...}')
     d.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     _bench_parser(add("bench", "benchmarks: tag matching against UCX and a list walk (C), the gate "
-                               "channel soak with faults"))
+                               "channel soak with faults, the native verbs transport against "
+                               "ibv_uc_pingpong"))
     pa = add("params", "list a protocol's parameters: defaults, ranges and choices")
     pa.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="gate",
                     help="which protocol's")
@@ -329,8 +330,9 @@ def _conform_parser(c: Parser) -> None:
 
 def _bench_parser(b: Parser) -> None:
     kinds = b.add_subparsers(dest="bench", required=True, metavar="BENCH", parser_class=Parser,
-                             help="match (tag matching), gate (the gate engine per gate) or "
-                                  "soak (the gate channel with faults)")
+                             help="match (tag matching), gate (the gate engine per gate), "
+                                  "soak (the gate channel with faults) or verbs (the native "
+                                  "gate transport against ibv_uc_pingpong on soft-RoCE)")
     m = kinds.add_parser("match", formatter_class=HelpFormatter, epilog=EPILOG,
                          help="tag matching, ns per message: the native tag engine, UCX's "
                               "own matching and a list walk (docs/conformance.md)",
@@ -367,6 +369,24 @@ def _bench_parser(b: Parser) -> None:
     so.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
                     help="the gate engine (auto: native if built)")
     so.add_argument("--json", action="store_true", help="print one JSON object")
+    v = kinds.add_parser("verbs", formatter_class=HelpFormatter, epilog=EPILOG,
+                         help="in the soft-RoCE guest: the gate round trip of the native verbs "
+                              "transport against ibv_uc_pingpong moving the same bytes "
+                              "(docs/verbs.md)",
+                         description="in the soft-RoCE guest (rxe0 <-> rxe1): the gate round "
+                                     "trip of the native verbs transport and ibv_uc_pingpong "
+                                     "moving the same bytes each way, alternating, in one run; "
+                                     "both medians and their ratio")
+    v.add_argument("--gates", type=int, default=3_000, metavar="N",
+                   help="gates per repetition (ibv_uc_pingpong runs as many iterations)")
+    v.add_argument("--reps", type=int, default=5, metavar="R",
+                   help="repetitions, each a gate run then a pingpong run")
+    v.add_argument("--vector-bytes", type=int, default=24_576, metavar="B",
+                   help="bytes of a gate vector (a multiple of 8, at most 32768: two chunks "
+                        "above 16384), and ibv_uc_pingpong's -s")
+    v.add_argument("--json", action="store_true",
+                   help='print {"gates", "reps", "bytes_each_way", "rows", "gate_us", '
+                        '"gate_p50_us", "pingpong_us", "ratio", "seconds", "boot_s"}')
 
 
 def _regions_parser(g: Parser) -> None:
@@ -848,6 +868,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.bench == "soak":
         return _soak(args)
+    if args.bench == "verbs":
+        return _bench_verbs(args)
     if args.bench == "gate":
         if args.gates < 1:
             raise ParamError("--gates must be at least 1")
@@ -861,6 +883,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return bench.match_main(args.min_messages, args.scenario, args.json)
     except bench.BenchError as e:
         raise InputError(str(e)) from None
+
+
+def _bench_verbs(args: argparse.Namespace) -> int:
+    from verbspec.refimpl import rxe_guest, verbs_native
+
+    if args.gates < 1 or args.reps < 1:
+        raise ParamError("--gates and --reps must be at least 1")
+    if not 8 <= args.vector_bytes <= 32768 or args.vector_bytes % 8:
+        raise ParamError(f"--vector-bytes {args.vector_bytes}: expected a multiple of 8 in "
+                         f"8..32768")
+    plan = verbs_native.BenchPlan(args.gates, args.reps, args.vector_bytes)
+    try:
+        return verbs_native.bench_main(plan, args.json, Path.cwd())
+    except (verbs_native.BuildError, verbs_native.VerbsRunError,
+            rxe_guest.RxeGuestError) as e:
+        raise InputError(f"bench verbs: {e}") from None
 
 
 def _soak(args: argparse.Namespace) -> int:

@@ -1,0 +1,922 @@
+/* verbs_gate: one rank of the gate protocol over a real UC queue pair, the C gate engine
+ * (native/gate_engine.h) driven over libibverbs, with the TCP connection as the protocol's side
+ * channel (barrier bytes and big-gate headers, as refimpl/side_channel.py writes them).
+ *
+ *   verbs_gate --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
+ *
+ * The run: N decode gates (the first arms the window), a big gate of M bytes in windows of the
+ * granted depth (it drains the window first), then K more gates (the first re-arms). Every gate
+ * vector and every big-gate chunk is filled with a pattern keyed by (rank, gate seq) or
+ * (rank, big gate, chunk) and checked word by word on arrival against the peer's: a message lost
+ * on UC shifts the pairing and fails the check, so no wrong payload is taken. With --trace FILE
+ * every post, poll and side-channel item goes to FILE as JSON lines (docs/verbs.md). --json
+ * prints the outcome as one JSON object. Exit 0: every payload verified; 1: the run failed (the
+ * reason on stderr); 2: bad arguments; 3: the rank left on purpose (--exit-after).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+
+#include "gate_engine.h"
+#include "verbs_qp.h"
+
+#define PEER_CHECK_EVERY 4096u      /* empty polls between liveness checks of the peer */
+#define CLOCK_CHECK_EVERY 64u       /* empty polls between deadline checks */
+#define HEADER_BYTES 32u            /* magic, layer, gate, number, chunks, depth */
+#define N_SETTINGS 7
+#define EXIT_FAILED 1
+#define EXIT_USAGE 2
+#define EXIT_LEFT 3
+
+enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, R_NONE, N_REGIONS };
+static const char *const REGION_NAMES[N_REGIONS] = {"in", "out", "stage", "stage_out", "none"};
+
+typedef struct {
+    int rank;
+    const char *device;
+    int gid_index;
+    unsigned ib_port;
+    const char *listen_port;
+    const char *peer;
+    uint64_t gates, more_gates, big_bytes, vec_bytes, max_msg, window, cq_depth;
+    int timeout_ms, side_timeout_ms, connect_timeout_ms;
+    uint64_t exit_after;            /* 0: never */
+    int json;
+    const char *trace;
+} options;
+
+typedef struct {
+    options o;
+    vs_gate_config cfg;
+    vs_gate *e;
+    vq_dev dev;
+    int fd;
+    uint8_t *mem[N_REGIONS];
+    size_t len[N_REGIONS];
+    struct ibv_mr *mr[N_REGIONS];
+    size_t cap;                     /* work requests one emitted step may hold */
+    struct ibv_recv_wr *rwr;
+    struct ibv_send_wr *swr;
+    struct ibv_sge *sge;
+    struct ibv_wc *wc;
+    vs_gate_completion *polled;
+    size_t poll_cap;
+    FILE *trace;
+    /* the big gate in progress */
+    int in_big, big_xfer;
+    uint64_t big_no, big_base, big_win;
+    /* the outcome */
+    uint64_t gates, big_gates, big_bytes, verified, mismatches, drops;
+    double *lat_us;
+    size_t n_lat;
+    double gate_seconds, big_seconds, wall_seconds;
+    char error[VQ_ERR];
+} rank_t;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int fail(rank_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(rank_t *r, const char *fmt, ...)
+{
+    if (r->error[0])
+        return -1;                  /* the first failure is the one reported */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->error, sizeof r->error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int refused(rank_t *r, const char *call)
+{
+    return fail(r, "the gate engine refused %s: %s", call, vs_gate_refusal(r->e));
+}
+
+/* ------------------------------------------------------------------ payload patterns */
+static uint64_t mix64(uint64_t x)
+{
+    x += UINT64_C(0x9E3779B97F4A7C15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
+static uint64_t gate_key(int rank, uint64_t seq) { return (uint64_t)rank << 62 | seq; }
+
+static uint64_t chunk_key(int rank, uint64_t big, uint64_t chunk)
+{
+    return (uint64_t)rank << 62 | UINT64_C(1) << 61 | big << 40 | chunk;
+}
+
+static void fill(uint8_t *p, size_t n, uint64_t key)
+{
+    uint64_t w = mix64(key);
+    for (size_t i = 0; i + 8 <= n; i += 8, w += UINT64_C(0x9E3779B97F4A7C15))
+        memcpy(p + i, &w, 8);
+}
+
+/* The byte offset of the first word that differs from key's pattern, or -1. */
+static long long first_bad(const uint8_t *p, size_t n, uint64_t key)
+{
+    uint64_t w = mix64(key), got;
+    for (size_t i = 0; i + 8 <= n; i += 8, w += UINT64_C(0x9E3779B97F4A7C15)) {
+        memcpy(&got, p + i, 8);
+        if (got != w)
+            return (long long)i;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the trace */
+static void trace_wrs(rank_t *r, const char *ev, const vs_gate_wr *w, size_t n, int sends)
+{
+    fprintf(r->trace, "{\"ev\": \"%s\", \"wrs\": [", ev);
+    for (size_t i = 0; i < n; i++) {
+        int reg = w[i].buf == VS_GATE_BUF_IN ? R_IN : w[i].buf == VS_GATE_BUF_OUT ? R_OUT
+                  : w[i].buf == VS_GATE_BUF_STAGE ? (sends ? R_STAGE_OUT : R_STAGE) : R_NONE;
+        fprintf(r->trace, "%s[%" PRIu64 ", \"%s\", %" PRIu64 ", %" PRIu64, i ? ", " : "",
+                w[i].wr_id, REGION_NAMES[reg], w[i].offset, w[i].length);
+        if (sends)
+            fprintf(r->trace, ", %s", w[i].signaled ? "true" : "false");
+        fputc(']', r->trace);
+    }
+    fputs("]}\n", r->trace);
+}
+
+static void trace_tcp(rank_t *r, const char *ev, const vs_gate_tcp *t)
+{
+    fprintf(r->trace, "{\"ev\": \"%s\", \"kind\": \"%s\", \"value\": %" PRIu64 ", \"chunks\": %"
+            PRIu64 ", \"depth\": %" PRIu64 "}\n", ev,
+            t->kind == VS_GATE_TCP_HEADER ? "header" : "byte", t->value, t->chunks, t->depth);
+}
+
+static void trace_text(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void trace_result(rank_t *r, int ok)
+{
+    if (r->trace == NULL)
+        return;
+    if (ok) {
+        fputs("{\"ev\": \"result\", \"ok\": true}\n", r->trace);
+        return;
+    }
+    fputs("{\"ev\": \"result\", \"ok\": false, \"error\": ", r->trace);
+    trace_text(r->trace, r->error);
+    fputs("}\n", r->trace);
+}
+
+static void trace_begin(rank_t *r)
+{
+    const vs_gate_config *c = &r->cfg;
+    uint64_t ops = r->o.gates + r->o.more_gates + (r->o.big_bytes ? 1 : 0);
+    fprintf(r->trace, "{\"ev\": \"begin\", \"protocol\": \"gate\", \"rank\": %d, \"transport\": "
+            "\"verbs-c\", \"engine\": \"native\", \"config\": {\"vec_bytes\": %" PRIu64
+            ", \"max_msg\": %" PRIu64 ", \"window\": %" PRIu64 ", \"gates_per_token\": %" PRIu64
+            ", \"n_slots\": %" PRIu64 ", \"slot_start\": %" PRIu64 ", \"slot_step\": %" PRIu64
+            ", \"slot_mask\": %" PRIu64 ", \"rq_depth\": %" PRIu64 ", \"sq_depth\": %" PRIu64
+            ", \"cq_depth\": %" PRIu64 ", \"big_depth\": %" PRIu64 ", \"chain_max\": %" PRIu64
+            ", \"staging_bytes\": %" PRIu64 ", \"timeout_ms\": %d, \"qp_type\": \"uc\", "
+            "\"unsignaled_completions\": 0, \"faults\": 1, \"wire_loss\": 0, \"ops\": %" PRIu64
+            ", \"big_gates\": %d}}\n", r->o.rank, c->vec_bytes, c->max_msg, c->window,
+            c->gates_per_token, c->n_slots, c->slot_start, c->slot_step, c->slot_mask,
+            c->rq_depth, c->sq_depth, r->o.cq_depth, c->big_depth, c->chain_max,
+            c->staging_bytes, r->o.timeout_ms, ops, r->o.big_bytes ? 1 : 0);
+}
+
+/* ------------------------------------------------------------------ carrying out a step */
+static int post_recvs(rank_t *r, const vs_gate_wr *w, size_t n)
+{
+    if (n > r->cap)
+        return fail(r, "the engine emitted %zu receives, more than the %zu this driver holds",
+                     n, r->cap);
+    for (size_t i = 0; i < n; i++) {
+        int reg = w[i].buf == VS_GATE_BUF_IN ? R_IN : w[i].buf == VS_GATE_BUF_STAGE ? R_STAGE
+                                                                                    : R_NONE;
+        if (w[i].length && w[i].offset + w[i].length > r->len[reg])
+            return fail(r, "receive wr_id %" PRIu64 " reaches past the %s region", w[i].wr_id,
+                        REGION_NAMES[reg]);
+        r->sge[i] = (struct ibv_sge){
+            .addr = (uintptr_t)(r->mem[reg] + w[i].offset), .length = (uint32_t)w[i].length,
+            .lkey = r->mr[reg] ? r->mr[reg]->lkey : 0};
+        r->rwr[i] = (struct ibv_recv_wr){.wr_id = w[i].wr_id, .sg_list = &r->sge[i],
+                                         .num_sge = w[i].length ? 1 : 0,
+                                         .next = i + 1 < n ? &r->rwr[i + 1] : NULL};
+    }
+    if (r->trace)
+        trace_wrs(r, "post_recv", w, n, 0);
+    if (r->in_big && w[0].buf == VS_GATE_BUF_STAGE) {
+        /* staging receives numbered from 1 begin a big-gate window */
+        if ((w[0].wr_id & ~VS_GATE_TAG_MASK) == 1)
+            r->big_win = 0;
+        r->big_win += n;
+    }
+    struct ibv_recv_wr *bad = NULL;
+    int rc = ibv_post_recv(r->dev.qp, r->rwr, &bad);
+    if (rc)
+        return fail(r, "ibv_post_recv failed: %s (errno %d) at wr_id %" PRIu64, strerror(rc),
+                    rc, bad ? bad->wr_id : 0);
+    return 0;
+}
+
+static int post_sends(rank_t *r, const vs_gate_wr *w, size_t n)
+{
+    if (n > r->cap)
+        return fail(r, "the engine emitted %zu sends, more than the %zu this driver holds", n,
+                    r->cap);
+    for (size_t i = 0; i < n; i++) {
+        int reg = w[i].buf == VS_GATE_BUF_OUT ? R_OUT : w[i].buf == VS_GATE_BUF_STAGE
+                                                            ? R_STAGE_OUT : R_NONE;
+        if (w[i].length && w[i].offset + w[i].length > r->len[reg])
+            return fail(r, "send wr_id %" PRIu64 " reaches past the %s region", w[i].wr_id,
+                        REGION_NAMES[reg]);
+        if (reg == R_STAGE_OUT) {
+            /* stage this window's chunk (its 1-based index in the wr_id) for sending */
+            uint64_t k = r->big_base + (w[i].wr_id & ~VS_GATE_TAG_MASK) - 1;
+            fill(r->mem[R_STAGE_OUT] + w[i].offset, w[i].length,
+                 chunk_key(r->o.rank, r->big_no, k));
+        }
+        r->sge[i] = (struct ibv_sge){
+            .addr = (uintptr_t)(r->mem[reg] + w[i].offset), .length = (uint32_t)w[i].length,
+            .lkey = r->mr[reg] ? r->mr[reg]->lkey : 0};
+        r->swr[i] = (struct ibv_send_wr){
+            .wr_id = w[i].wr_id, .sg_list = &r->sge[i], .num_sge = w[i].length ? 1 : 0,
+            .opcode = IBV_WR_SEND, .send_flags = w[i].signaled ? IBV_SEND_SIGNALED : 0,
+            .next = i + 1 < n ? &r->swr[i + 1] : NULL};
+    }
+    if (r->trace)
+        trace_wrs(r, "post_send", w, n, 1);
+    struct ibv_send_wr *bad = NULL;
+    int rc = ibv_post_send(r->dev.qp, r->swr, &bad);
+    if (rc)
+        return fail(r, "ibv_post_send failed: %s (errno %d) at wr_id %" PRIu64, strerror(rc),
+                    rc, bad ? bad->wr_id : 0);
+    return 0;
+}
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int write_item(rank_t *r, const vs_gate_tcp *t)
+{
+    uint8_t buf[HEADER_BYTES];
+    size_t n = 1;
+    if (t->kind == VS_GATE_TCP_HEADER) {
+        put_le(buf, VS_GATE_HEADER_MAGIC, 4);
+        put_le(buf + 4, VS_GATE_BIG_LAYER, 4);
+        put_le(buf + 8, VS_GATE_BIG_MAGIC, 4);
+        put_le(buf + 12, t->value, 8);
+        put_le(buf + 20, t->chunks, 8);
+        put_le(buf + 28, t->depth, 4);
+        n = HEADER_BYTES;
+    } else {
+        buf[0] = (uint8_t)t->value;
+    }
+    if (r->trace)
+        trace_tcp(r, "tcp_write", t);
+    vq_err err;
+    if (vq_write_full(r->fd, buf, n, &err))
+        return fail(r, "%s", err.text);
+    return 0;
+}
+
+/* The window's chunks all landed: check each against the peer's pattern. */
+static int window_done(rank_t *r)
+{
+    const uint64_t m = r->cfg.max_msg;
+    for (uint64_t i = 0; i < r->big_win; i++) {
+        uint64_t k = r->big_base + i;
+        long long at = first_bad(r->mem[R_STAGE] + i * m, m, chunk_key(1 - r->o.rank,
+                                                                         r->big_no, k));
+        if (at >= 0) {
+            r->mismatches++;
+            return fail(r, "big gate %" PRIu64 ": chunk %" PRIu64 " failed its check at byte %lld"
+                        ": a message was lost or landed in another's receive", r->big_no, k, at);
+        }
+        r->verified++;
+    }
+    r->big_base += r->big_win;
+    return 0;
+}
+
+/* Carries out what the last engine call emitted, in order: receives, sends, TCP writes. */
+static int apply(rank_t *r)
+{
+    const vs_gate_emitted *em = vs_gate_out(r->e);
+    if (em->n_recvs && post_recvs(r, em->recvs, em->n_recvs))
+        return -1;
+    if (em->n_sends && post_sends(r, em->sends, em->n_sends))
+        return -1;
+    for (size_t i = 0; i < em->n_tcp; i++)
+        if (write_item(r, &em->tcp_out[i]))
+            return -1;
+    for (size_t i = 0; i < em->n_log; i++)
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, em->log[i]);
+    if (r->in_big) {
+        int xfer = vs_gate_phase_of(r->e) == VS_GATE_BIG_XFER;
+        if (r->big_xfer && !xfer && vs_gate_phase_of(r->e) != VS_GATE_FAILED
+            && window_done(r))
+            return -1;
+        r->big_xfer = xfer;
+    }
+    if (em->result[0])
+        return fail(r, "%s", em->result);
+    return 0;
+}
+
+static int read_item(rank_t *r)
+{
+    int header = vs_gate_phase_of(r->e) == VS_GATE_BIG_HDR_READ;
+    uint8_t buf[HEADER_BYTES];
+    vq_err err;
+    int got = vq_read_full(r->fd, buf, 1, r->o.side_timeout_ms, &err);
+    if (got == 0 && header && buf[0] == (VS_GATE_HEADER_MAGIC & 0xFF))
+        got = vq_read_full(r->fd, buf + 1, HEADER_BYTES - 1, r->o.side_timeout_ms, &err);
+    if (got < 0)
+        return fail(r, "%s", err.text);
+    if (got == 1) {
+        if (vs_gate_peer_closed(r->e))
+            return refused(r, "peer_closed");
+        return apply(r);
+    }
+    vs_gate_tcp t = {VS_GATE_TCP_BYTE, buf[0], 0, 0};
+    if (header && buf[0] == (VS_GATE_HEADER_MAGIC & 0xFF)
+        && get_le(buf, 4) == VS_GATE_HEADER_MAGIC)
+        t = (vs_gate_tcp){VS_GATE_TCP_HEADER, get_le(buf + 12, 8), get_le(buf + 20, 8),
+                          get_le(buf + 28, 4)};
+    if (r->trace)
+        trace_tcp(r, "tcp_read", &t);
+    if (vs_gate_tcp_read(r->e, &t))
+        return refused(r, "tcp_read");
+    return apply(r);
+}
+
+static const char *op_name(int32_t op) { return op == VS_GATE_OP_SEND ? "send" : "recv"; }
+
+/* One poll of up to `size` entries; the count, or -1. */
+static int poll_once(rank_t *r, uint32_t size)
+{
+    if (size > r->poll_cap)
+        size = (uint32_t)r->poll_cap;
+    int n = ibv_poll_cq(r->dev.cq, (int)size, r->wc);
+    if (n < 0)
+        return fail(r, "ibv_poll_cq failed (returned %d)", n);
+    for (int i = 0; i < n; i++) {
+        const struct ibv_wc *w = &r->wc[i];
+        int32_t op = w->status == IBV_WC_SUCCESS
+                         ? (w->opcode & IBV_WC_RECV ? VS_GATE_OP_RECV : VS_GATE_OP_SEND)
+                         : (w->opcode == IBV_WC_RECV ? VS_GATE_OP_RECV : VS_GATE_OP_SEND);
+        r->polled[i] = (vs_gate_completion){op, (int32_t)w->status, w->wr_id, w->byte_len};
+    }
+    if (n && r->trace) {
+        fputs("{\"ev\": \"poll\", \"cqes\": [", r->trace);
+        for (int i = 0; i < n; i++)
+            fprintf(r->trace, "%s[\"%s\", %" PRIu64 ", %d, %" PRIu64 "]", i ? ", " : "",
+                    op_name(r->polled[i].opcode), r->polled[i].wr_id, r->polled[i].status,
+                    r->polled[i].byte_len);
+        fputs("]}\n", r->trace);
+    }
+    return n;
+}
+
+/* Drives the engine until the application's turn comes back (0) or the rank fails (-1). */
+static int drive(rank_t *r)
+{
+    double deadline = 0;
+    unsigned empty = 0;
+    for (;;) {
+        switch (vs_gate_next_step(r->e)) {
+        case VS_GATE_STEP_CALL:
+            return 0;
+        case VS_GATE_STEP_DEAD:
+            return fail(r, "%s", vs_gate_error(r->e));
+        case VS_GATE_STEP_SETUP:
+            if (vs_gate_setup(r->e))
+                return refused(r, "setup");
+            if (apply(r))
+                return -1;
+            break;
+        case VS_GATE_STEP_ADVANCE:
+            deadline = 0;
+            if (vs_gate_advance(r->e))
+                return refused(r, "advance");
+            if (apply(r))
+                return -1;
+            break;
+        case VS_GATE_STEP_READ:
+            if (read_item(r))
+                return -1;
+            break;
+        case VS_GATE_STEP_POLL: {
+            if (deadline == 0) {
+                deadline = now_s() + r->o.timeout_ms / 1000.0;
+                empty = 0;
+            }
+            uint32_t size;
+            if (vs_gate_poll_size(r->e, &size))
+                return refused(r, "poll_size");
+            int n = poll_once(r, size);
+            if (n < 0)
+                return -1;
+            if (n > 0) {
+                if (vs_gate_completions(r->e, r->polled, (size_t)n))
+                    return refused(r, "completions");
+                if (apply(r))
+                    return -1;
+                break;
+            }
+            empty++;
+            if (empty % PEER_CHECK_EVERY == 0 && vq_peer_closed(r->fd)) {
+                if (vs_gate_peer_closed(r->e))
+                    return refused(r, "peer_closed");
+                if (apply(r))
+                    return -1;
+            } else if (empty % CLOCK_CHECK_EVERY == 0 && now_s() > deadline) {
+                if (vs_gate_timeout(r->e))
+                    return refused(r, "timeout");
+                if (apply(r))
+                    return -1;
+            }
+            break;
+        }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ the application */
+static int one_gate(rank_t *r, uint64_t seq)
+{
+    const vs_gate_config *c = &r->cfg;
+    uint64_t slot = (seq - 1) % c->n_slots;
+    uint64_t layer = slot / 2, gate = slot % 2;
+    fill(r->mem[R_OUT] + slot * c->vec_bytes, c->vec_bytes, gate_key(r->o.rank, seq));
+    if (r->trace)
+        fprintf(r->trace, "{\"ev\": \"call\", \"name\": \"exchange\", \"args\": {\"layer\": %"
+                PRIu64 ", \"gate\": %" PRIu64 ", \"seq\": %" PRIu64 "}}\n", layer, gate, seq);
+    double t0 = now_s();
+    if (vs_gate_call_gate(r->e, layer, gate, seq))
+        return refused(r, "call_gate");
+    if (apply(r) || drive(r)) {
+        if (strncmp(r->error, "timeout waiting gate", 20) == 0)
+            r->drops++;             /* the gate's message never came: lost on the wire */
+        trace_result(r, 0);
+        return -1;
+    }
+    r->lat_us[r->n_lat++] = (now_s() - t0) * 1e6;
+    long long at = first_bad(r->mem[R_IN] + slot * c->vec_bytes, c->vec_bytes,
+                             gate_key(1 - r->o.rank, seq));
+    if (at >= 0) {
+        r->mismatches++;
+        fail(r, "gate %" PRIu64 ": the payload in slot %" PRIu64 " failed its check at byte %lld"
+             ": a message was lost or landed in another's receive", seq, slot, at);
+        trace_result(r, 0);
+        return -1;
+    }
+    r->verified++;
+    if (vs_gate_consume(r->e))
+        return refused(r, "consume");
+    r->gates++;
+    trace_result(r, 1);
+    return 0;
+}
+
+static int run_gates(rank_t *r, uint64_t first, uint64_t n)
+{
+    double t0 = now_s();
+    for (uint64_t seq = first; seq < first + n; seq++) {
+        if (one_gate(r, seq))
+            return -1;
+        if (r->o.exit_after && seq == r->o.exit_after) {
+            fprintf(stderr, "verbs_gate rank %d: leaving after gate %" PRIu64
+                    " without a word (--exit-after)\n", r->o.rank, seq);
+            _exit(EXIT_LEFT);
+        }
+    }
+    r->gate_seconds += now_s() - t0;
+    return 0;
+}
+
+static int big_gate(rank_t *r)
+{
+    uint64_t chunks = (r->o.big_bytes + r->cfg.max_msg - 1) / r->cfg.max_msg;
+    if (r->trace)
+        fprintf(r->trace, "{\"ev\": \"call\", \"name\": \"big_exchange\", \"args\": {\"bytes\": "
+                "%" PRIu64 ", \"chunks\": %" PRIu64 "}}\n", r->o.big_bytes, chunks);
+    double t0 = now_s();
+    r->in_big = 1;
+    r->big_xfer = 0;
+    r->big_no++;
+    r->big_base = r->big_win = 0;
+    if (vs_gate_call_big(r->e, chunks))
+        return refused(r, "call_big");
+    int rc = apply(r) || drive(r) ? -1 : 0;
+    r->in_big = 0;
+    if (rc == 0 && r->big_base != chunks)
+        rc = fail(r, "big gate %" PRIu64 ": %" PRIu64 " of %" PRIu64 " chunks checked",
+                  r->big_no, r->big_base, chunks);
+    trace_result(r, rc == 0);
+    if (rc)
+        return -1;
+    r->big_seconds += now_s() - t0;
+    r->big_gates++;
+    r->big_bytes += r->o.big_bytes;
+    return 0;
+}
+
+/* The end: the rank's own sends are reaped (what it sent has left the device), then each side
+ * closes its writing half and waits for the peer's, so neither tears its queue pair down while
+ * the other may still be receiving. */
+static int finish(rank_t *r)
+{
+    if (r->trace)
+        fputs("{\"ev\": \"call\", \"name\": \"close\", \"args\": {}}\n", r->trace);
+    int64_t left = vs_gate_send_outstanding(r->e);
+    double deadline = now_s() + r->o.timeout_ms / 1000.0;
+    while (left > 0) {
+        int n = poll_once(r, (uint32_t)r->poll_cap);
+        if (n < 0)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (r->polled[i].status != IBV_WC_SUCCESS) {
+                fail(r, "rdma completion error: %s (wr_id %" PRIu64 ")",
+                     ibv_wc_status_str((enum ibv_wc_status)r->polled[i].status),
+                     r->polled[i].wr_id);
+                break;
+            }
+            left -= r->polled[i].opcode == VS_GATE_OP_SEND;
+        }
+        if (r->error[0])
+            break;
+        if (n == 0 && now_s() > deadline) {
+            fail(r, "close: %lld sends still outstanding after %d ms", (long long)left,
+                 r->o.timeout_ms);
+            break;
+        }
+    }
+    if (!r->error[0]) {
+        shutdown(r->fd, SHUT_WR);
+        uint8_t b;
+        vq_err err;
+        int got = vq_read_full(r->fd, &b, 1, r->o.side_timeout_ms, &err);
+        if (got < 0)
+            fail(r, "close: %s", err.text);
+        else if (got == 0)
+            fail(r, "close: the peer sent byte 0x%02x after the last gate", b);
+    }
+    trace_result(r, !r->error[0]);
+    return r->error[0] ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ setup */
+static int setup(rank_t *r)
+{
+    options *o = &r->o;
+    vq_err err;
+    r->cfg = (vs_gate_config){
+        .vec_bytes = o->vec_bytes, .max_msg = o->max_msg, .window = o->window,
+        .gates_per_token = 86, .n_slots = 86, .slot_start = 0, .slot_step = 1, .slot_mask = 0,
+        .rq_depth = 1024, .sq_depth = 1024, .big_depth = VS_GATE_MAX_BIG_DEPTH,
+        .chain_max = 64, .staging_bytes = VS_GATE_MAX_BIG_DEPTH * o->max_msg};
+    char why[VS_GATE_TEXT];
+    if (vs_gate_create(&r->cfg, 0, &r->e, why, sizeof why))
+        return fail(r, "the gate configuration was refused: %s", why);
+    const vs_gate_config *c = &r->cfg;
+    r->len[R_IN] = r->len[R_OUT] = c->n_slots * c->vec_bytes;
+    r->len[R_STAGE] = r->len[R_STAGE_OUT] = c->staging_bytes;
+    for (int i = 0; i < R_NONE; i++) {
+        void *p = NULL;
+        if (posix_memalign(&p, 4096, r->len[i]))
+            return fail(r, "no memory for the %s region (%zu bytes)", REGION_NAMES[i],
+                        r->len[i]);
+        memset(p, 0, r->len[i]);
+        r->mem[i] = p;
+    }
+    r->cap = c->window * 2 + c->chain_max + 2;
+    r->poll_cap = 2 * c->window + 1 > VS_GATE_BIG_POLL ? 2 * c->window + 1 : VS_GATE_BIG_POLL;
+    r->rwr = calloc(r->cap, sizeof *r->rwr);
+    r->swr = calloc(r->cap, sizeof *r->swr);
+    r->sge = calloc(r->cap, sizeof *r->sge);
+    r->wc = calloc(r->poll_cap, sizeof *r->wc);
+    r->polled = calloc(r->poll_cap, sizeof *r->polled);
+    r->lat_us = calloc(o->gates + o->more_gates + 1, sizeof *r->lat_us);
+    if (!r->rwr || !r->swr || !r->sge || !r->wc || !r->polled || !r->lat_us)
+        return fail(r, "out of memory");
+
+    if (vq_open(&r->dev, o->device, (uint8_t)o->ib_port, o->gid_index, IBV_QPT_UC,
+                (uint32_t)c->sq_depth, (uint32_t)c->rq_depth, (int)o->cq_depth, &err))
+        return fail(r, "%s", err.text);
+    for (int i = 0; i < R_NONE; i++)
+        if (vq_reg(&r->dev, r->mem[i], r->len[i], IBV_ACCESS_LOCAL_WRITE, &r->mr[i],
+                   REGION_NAMES[i], &err))
+            return fail(r, "%s", err.text);
+
+    if (o->listen_port) {
+        if (vq_tcp_accept((uint16_t)atoi(o->listen_port), o->connect_timeout_ms, &r->fd, &err))
+            return fail(r, "%s", err.text);
+    } else {
+        char host[256];
+        const char *colon = strrchr(o->peer, ':');
+        size_t hl = (size_t)(colon - o->peer);
+        memcpy(host, o->peer, hl);
+        host[hl] = '\0';
+        if (vq_tcp_connect(host, (uint16_t)atoi(colon + 1), o->connect_timeout_ms, &r->fd,
+                           &err))
+            return fail(r, "%s", err.text);
+    }
+    /* both ranks must run the same plan: the settings travel with the queue pair's address */
+    static const char *const SETTING_NAMES[N_SETTINGS] = {
+        "rank", "vector bytes", "max_msg", "window", "gates", "more gates", "big-gate bytes"};
+    uint64_t mine[N_SETTINGS] = {(uint64_t)o->rank, c->vec_bytes, c->max_msg, c->window,
+                                 o->gates, o->more_gates, o->big_bytes};
+    uint8_t out[8 * N_SETTINGS], in[8 * N_SETTINGS];
+    for (int i = 0; i < N_SETTINGS; i++)
+        put_le(out + 8 * i, mine[i], 8);
+    vq_addr local, remote;
+    vq_local_addr(&r->dev, &local);
+    if (vq_exchange(r->fd, &local, &remote, out, in, sizeof out, o->connect_timeout_ms, &err))
+        return fail(r, "%s", err.text);
+    if (get_le(in, 8) != (uint64_t)(1 - o->rank))
+        return fail(r, "the peer is rank %" PRIu64 ", and so is this rank", get_le(in, 8));
+    for (int i = 1; i < N_SETTINGS; i++)
+        if (get_le(in + 8 * i, 8) != mine[i])
+            return fail(r, "the peer runs with %s %" PRIu64 ", this rank with %" PRIu64,
+                        SETTING_NAMES[i], get_le(in + 8 * i, 8), mine[i]);
+    if (vq_connect(&r->dev, &remote, 0, &err))
+        return fail(r, "%s", err.text);
+    if (o->trace) {
+        r->trace = fopen(o->trace, "w");
+        if (r->trace == NULL)
+            return fail(r, "cannot write the trace %s: %s", o->trace, strerror(errno));
+        trace_begin(r);
+    }
+    return drive(r);                /* the engine's setup */
+}
+
+static void teardown(rank_t *r)
+{
+    if (r->trace) {
+        fputs("{\"ev\": \"end\"}\n", r->trace);
+        fclose(r->trace);
+    }
+    /* teardown failures are reported; the run's outcome stands */
+    for (int i = 0; i < N_REGIONS; i++) {
+        int code = r->mr[i] ? ibv_dereg_mr(r->mr[i]) : 0;
+        if (code)
+            fprintf(stderr, "verbs_gate rank %d: ibv_dereg_mr failed for the %s region: %s "
+                    "(errno %d)\n", r->o.rank, REGION_NAMES[i], strerror(code), code);
+    }
+    vq_err err;
+    if (vq_close(&r->dev, &err))
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, err.text);
+    if (r->fd > 0)
+        close(r->fd);
+    for (int i = 0; i < N_REGIONS; i++)
+        free(r->mem[i]);
+    free(r->rwr);
+    free(r->swr);
+    free(r->sge);
+    free(r->wc);
+    free(r->polled);
+    free(r->lat_us);
+    vs_gate_destroy(r->e);
+}
+
+/* ------------------------------------------------------------------ output */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static void print_json(rank_t *r)
+{
+    qsort(r->lat_us, r->n_lat, sizeof *r->lat_us, cmp_double);
+    double mean = r->gates ? r->gate_seconds * 1e6 / (double)r->gates : 0;
+    printf("{\"rank\": %d, \"device\": ", r->o.rank);
+    trace_text(stdout, r->o.device);
+    printf(", \"transport\": \"verbs-c\", \"gates\": %" PRIu64 ", \"big_gates\": %" PRIu64
+           ", \"big_bytes\": %" PRIu64 ", \"vector_bytes\": %" PRIu64 ", \"payloads_verified\": %"
+           PRIu64 ", \"mismatches\": %" PRIu64 ", \"drops\": %" PRIu64
+           ", \"round_trip_us\": {\"p50\": %.1f, \"p99\": %.1f, \"mean\": %.1f}"
+           ", \"gates_per_s\": %.1f, \"big_mib_per_s\": %.2f, \"wall_s\": %.3f, \"ok\": %s"
+           ", \"error\": ", r->gates, r->big_gates, r->big_bytes, r->cfg.vec_bytes, r->verified,
+           r->mismatches, r->drops, pct(r->lat_us, r->n_lat, 0.5),
+           pct(r->lat_us, r->n_lat, 0.99), mean,
+           r->gate_seconds > 0 ? (double)r->gates / r->gate_seconds : 0,
+           r->big_seconds > 0 ? (double)r->big_bytes / r->big_seconds / 1048576.0 : 0,
+           r->wall_seconds, r->error[0] ? "false" : "true");
+    trace_text(stdout, r->error);
+    printf("}\n");
+}
+
+/* ------------------------------------------------------------------ arguments */
+static const char USAGE[] =
+    "usage: verbs_gate --rank 0|1 --device DEV (--listen PORT | --peer HOST:PORT)\n"
+    "  [--gid-index I (0)] [--ib-port P (1)] [--gates N (10000)] [--more-gates K (N/10)]\n"
+    "  [--big-bytes M (12582912; 0: none)] [--vector-bytes B (24576)] [--max-msg B (16384)]\n"
+    "  [--window W (16)] [--cq-depth C (515)] [--timeout-ms T (750)]\n"
+    "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] [--exit-after SEQ] [--json] [--trace FILE]\n";
+
+static int number(const char *name, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || *end || !*text || text[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "verbs_gate: %s: expected an integer in %" PRIu64 "..%" PRIu64
+                ", got '%s'\n%s", name, lo, hi, text, USAGE);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){.rank = -1, .ib_port = 1, .gates = 10000, .more_gates = UINT64_MAX,
+                   .big_bytes = 12u << 20, .vec_bytes = 24576, .max_msg = 16384, .window = 16,
+                   .cq_depth = 515, .timeout_ms = 750, .side_timeout_ms = 30000,
+                   .connect_timeout_ms = 60000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0) {
+            fputs(USAGE, stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "verbs_gate: %s: %s\n%s", a,
+                    strncmp(a, "--", 2) ? "unexpected argument" : "needs a value", USAGE);
+            return -1;
+        }
+        const char *v = argv[++i];
+        uint64_t n;
+        if (strcmp(a, "--rank") == 0) {
+            if (number(a, v, 0, 1, &n))
+                return -1;
+            o->rank = (int)n;
+        } else if (strcmp(a, "--device") == 0) {
+            o->device = v;
+        } else if (strcmp(a, "--gid-index") == 0) {
+            if (number(a, v, 0, 255, &n))
+                return -1;
+            o->gid_index = (int)n;
+        } else if (strcmp(a, "--ib-port") == 0) {
+            if (number(a, v, 1, 255, &n))
+                return -1;
+            o->ib_port = (unsigned)n;
+        } else if (strcmp(a, "--listen") == 0) {
+            if (number(a, v, 1, 65535, &n))
+                return -1;
+            o->listen_port = v;
+        } else if (strcmp(a, "--peer") == 0) {
+            const char *colon = strrchr(v, ':');
+            if (colon == NULL || colon == v || colon - v >= 255
+                || number(a, colon + 1, 1, 65535, &n)) {
+                if (colon == NULL || colon == v || colon - v >= 255)
+                    fprintf(stderr, "verbs_gate: --peer: expected HOST:PORT, got '%s'\n%s", v,
+                            USAGE);
+                return -1;
+            }
+            o->peer = v;
+        } else if (strcmp(a, "--gates") == 0) {
+            if (number(a, v, 1, UINT64_C(1) << 40, &o->gates))
+                return -1;
+        } else if (strcmp(a, "--more-gates") == 0) {
+            if (number(a, v, 0, UINT64_C(1) << 40, &o->more_gates))
+                return -1;
+        } else if (strcmp(a, "--big-bytes") == 0) {
+            if (number(a, v, 0, UINT64_C(1) << 36, &o->big_bytes))
+                return -1;
+        } else if (strcmp(a, "--vector-bytes") == 0) {
+            if (number(a, v, 8, UINT64_C(1) << 31, &o->vec_bytes))
+                return -1;
+        } else if (strcmp(a, "--max-msg") == 0) {
+            if (number(a, v, 8, UINT64_C(1) << 30, &o->max_msg))
+                return -1;
+        } else if (strcmp(a, "--window") == 0) {
+            if (number(a, v, 1, 256, &o->window))
+                return -1;
+        } else if (strcmp(a, "--cq-depth") == 0) {
+            if (number(a, v, 1, 1u << 22, &o->cq_depth))
+                return -1;
+        } else if (strcmp(a, "--timeout-ms") == 0) {
+            if (number(a, v, 1, 60000, &n))
+                return -1;
+            o->timeout_ms = (int)n;
+        } else if (strcmp(a, "--side-timeout-ms") == 0) {
+            if (number(a, v, 1, 600000, &n))
+                return -1;
+            o->side_timeout_ms = (int)n;
+        } else if (strcmp(a, "--connect-timeout-ms") == 0) {
+            if (number(a, v, 1, 600000, &n))
+                return -1;
+            o->connect_timeout_ms = (int)n;
+        } else if (strcmp(a, "--exit-after") == 0) {
+            if (number(a, v, 1, UINT64_C(1) << 40, &o->exit_after))
+                return -1;
+        } else if (strcmp(a, "--trace") == 0) {
+            o->trace = v;
+        } else {
+            fprintf(stderr, "verbs_gate: unknown option %s\n%s", a, USAGE);
+            return -1;
+        }
+    }
+    const char *missing = o->rank < 0 ? "--rank" : o->device == NULL ? "--device" : NULL;
+    if (missing) {
+        fprintf(stderr, "verbs_gate: %s is required\n%s", missing, USAGE);
+        return -1;
+    }
+    if (!o->listen_port == !o->peer) {
+        fprintf(stderr, "verbs_gate: give exactly one of --listen PORT and --peer HOST:PORT\n%s",
+                USAGE);
+        return -1;
+    }
+    if (o->vec_bytes % 8 || o->max_msg % 8) {
+        fprintf(stderr, "verbs_gate: --vector-bytes and --max-msg must be multiples of 8 (the "
+                "payload pattern is written in 8-byte words)\n");
+        return -1;
+    }
+    if (o->more_gates == UINT64_MAX)
+        o->more_gates = o->gates / 10 ? o->gates / 10 : 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    rank_t *r = calloc(1, sizeof *r);
+    if (r == NULL) {
+        fputs("verbs_gate: out of memory\n", stderr);
+        return EXIT_FAILED;
+    }
+    if (parse(argc, argv, &r->o)) {
+        free(r);
+        return EXIT_USAGE;
+    }
+    double t0 = now_s();
+    int rc = setup(r);
+    if (rc == 0)
+        rc = run_gates(r, 1, r->o.gates);
+    if (rc == 0 && r->o.big_bytes)
+        rc = big_gate(r);
+    if (rc == 0 && r->o.more_gates)
+        rc = run_gates(r, r->o.gates + 1, r->o.more_gates);
+    if (rc == 0)
+        rc = finish(r);
+    r->wall_seconds = now_s() - t0;
+    if (r->error[0])
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, r->error);
+    if (r->o.json)
+        print_json(r);
+    teardown(r);
+    free(r);
+    return rc ? EXIT_FAILED : 0;
+}
