@@ -9,7 +9,9 @@ a FIN reaches its sender), and with offload the NIC's ``hw_op`` and software's `
 and ``sw_sync``. What the implementation emits (packets sent, matches, revoked matches,
 cancels, receive completions, READs, FINs, released buffers, a probe's answer) must equal what
 the spec's step did, and after every step its view must equal the spec's state read the same
-way. The wire is the spec's: the packet handed to ``delivered`` is the spec's message.
+way, and, where the implementation has ``ready()``, the steps of its own progress it would take
+now must be those the spec has enabled. The wire is the spec's: the packet handed to
+``delivered`` is the spec's message.
 
 An implementation fits ``TagImpl``; ``refimpl.tagmatch_engine.TagMatchEngine`` is the
 reference one, ``refimpl.native_tagmatch.NativeTagEngine`` the C engine behind the same calls.
