@@ -296,7 +296,7 @@ DIFFERS_FROM_ITS_VARIANT = {"stray-warm-receive"}
 def test_a_variant_engine_behaves_as_its_variant(name):
     values, _, _ = [c for c in SWEEP_CONFIGS if not c[1]][CAUGHT[name][2] - 1]
     for config in (values, {"window": 2, "ops": 12}):
-        done = list(runs(build(config, (name,)), resolve(f"variant:{name}"), n=30,
+        done = list(runs(build(config, (name,)), resolve(f"variant:{name}"), n=20,
                          fault_rate=0.05))
         bad = [r.mismatch for r in done if r.mismatch]
         assert not bad, str(bad[0])
