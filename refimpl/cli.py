@@ -273,6 +273,8 @@ def _check_parser(c: Parser) -> None:
 
 def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
+    from verbspec.refimpl.conformance import PATH_DEPTH as PATH_DEPTH_GATE
+    from verbspec.refimpl.conformance_tagmatch import PATH_DEPTH as PATH_DEPTH_TAG
 
     c.add_argument("--impl", default="refimpl", metavar="refimpl|native|ucx|MODULE:FACTORY",
                    help="the implementation: the reference engine, native (the C engine, "
@@ -288,7 +290,11 @@ def _conform_parser(c: Parser) -> None:
     c.add_argument("--examples", type=int, default=200, help="random runs")
     c.add_argument("--exhaustive", action="store_true",
                    help="instead of random runs: every reachable edge of small base-protocol "
-                        "configurations (those of prove's refinement check), each once")
+                        "configurations, each once, then every path of up to --depth steps "
+                        "from the initial state of a larger one (docs/conformance.md)")
+    c.add_argument("--depth", type=int, default=None, metavar="N",
+                   help="with --exhaustive: the longest path walked (default: gate "
+                        f"{PATH_DEPTH_GATE}, tagmatch {PATH_DEPTH_TAG})")
     c.add_argument("--steps", type=int, default=3000, help="steps per run at most")
     c.add_argument("--fault-rate", type=float, default=FAULT_RATE,
                    help="probability of a fault at a step where one is enabled")
@@ -983,6 +989,10 @@ def cmd_conform(args: argparse.Namespace) -> int:
         return _conform_c_replay(args)
     if args.exhaustive and args.param:
         raise ParamError("--exhaustive runs its own configurations: no --param")
+    if args.depth is not None and not args.exhaustive:
+        raise ParamError("--depth bounds the paths of --exhaustive: it needs --exhaustive")
+    if args.depth is not None and args.depth < 1:
+        raise ParamError(f"--depth must be at least 1, not {args.depth}")
     params = _split_params(selected, args.param)
     jobs = []
     for proto in selected:
@@ -1029,9 +1039,11 @@ def cmd_conform(args: argparse.Namespace) -> int:
                          indent=1))
     else:
         for rep, o in zip(reports, out, strict=True):
-            what = (f"every edge of {rep.sweep['configs']} configurations: "
-                    f"{rep.sweep['states']:,} states, {rep.sweep['edges']:,} edges, depth "
-                    f"{rep.sweep['depth']}" if rep.sweep
+            sw = rep.sweep
+            what = (f"every edge of {sw['configs']} configurations: {sw['states']:,} states, "
+                    f"{sw['edges']:,} edges, breadth-first depth {sw['bfs_depth']}; every path "
+                    f"up to {sw['depth']} steps of {sw['path_configs']}: {sw['paths']:,} "
+                    f"paths through {sw['path_states']:,} states" if sw
                     else f"{rep.sequences} runs, {rep.steps:,} steps")
             print(f"{args.impl} against the {rep.protocol} spec: {what}, {len(rep.actions)} "
                   f"of {rep.actions_total} actions, {rep.seconds:.1f}s")
@@ -1222,7 +1234,8 @@ def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any
     mod = _conform_module(proto)
     if args.exhaustive:
         return mod.conform_every_edge(factory, args.impl, progress=note,
-                                      keep_going=args.keep_going)
+                                      keep_going=args.keep_going,
+                                      depth=args.depth or mod.PATH_DEPTH)
     if proto == "gate":
         return mod.conform(system, factory, args.impl, sequences=args.examples,
                            steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,

@@ -349,6 +349,17 @@ class GateHarness:
                         frontier.append((nxt, mine, depth + 1))
         return out
 
+    def every_path(self, depth: int, max_faults: int) -> PathSweep:
+        """Every path of 1 to ``depth`` steps from the initial state with at most
+        ``max_faults`` fault actions, each in lockstep (see ``every_path``)."""
+        s0, impls0 = self.fresh()
+
+        def step(impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
+                 post: GateState, obs: Observation) -> tuple[str, Any, Any] | None:
+            return self._step(impls, pre, name, args, obs)
+
+        return every_path(self.system, s0, impls0, step, depth, max_faults)
+
     def _step(self, impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
               obs: Observation) -> tuple[str, Any, Any] | None:
         """One spec step handed to the implementations: the first difference, or None."""
@@ -366,10 +377,80 @@ class Sweep:
 
     states: int = 0
     edges: int = 0
-    depth: int = 0
+    depth: int = 0          # the longest of the shortest paths to a state (breadth first)
     actions: Counter = field(default_factory=Counter)
     mismatch: Mismatch | None = None
     trace: Trace | None = None
+
+
+@dataclass
+class PathSweep:
+    """What an every-path walk covered: ``paths`` action sequences of 1 to ``depth`` steps
+    from the initial state, each run in lockstep (a path's prefix is the path it extends, so
+    each path costs one step on a copy of its prefix's implementation), the ``states`` they
+    pass through, and its mismatch if one was found."""
+
+    depth: int
+    paths: int = 0
+    states: int = 0
+    actions: Counter = field(default_factory=Counter)
+    mismatch: Mismatch | None = None
+    trace: Trace | None = None
+
+
+# one lockstep step: (implementation, pre state, action name, its arguments, post state,
+# observation) -> the first difference (field, the spec's, the implementation's), or None
+StepCheck = Callable[[Any, Any, str, tuple, Any, Any], "tuple[str, Any, Any] | None"]
+
+
+def every_path(system: Any, s0: Any, impl0: Any, step: StepCheck, depth: int,
+               max_faults: int = 0) -> PathSweep:
+    """Every path of 1 to ``depth`` steps from ``s0`` through ``system``'s enabled actions
+    (at most ``max_faults`` fault actions on a path), depth first, each in lockstep with the
+    implementation: at a branch point the implementation is copied with copy.deepcopy for
+    each way out but the last. The first mismatch ends the walk, with its path as the
+    trace."""
+    if depth < 1:
+        raise ValueError(f"a path depth must be at least 1, not {depth}")
+    out = PathSweep(depth)
+    seen: set[Any] = {s0}
+    path: list[tuple[str, tuple, Any, Any]] = []
+
+    def walk(s: Any, impl: Any, faults: int) -> bool:
+        """The paths on from ``s``; whether one differed."""
+        moves = [(a, args) for a in system.actions
+                 if not (a.fault and faults >= max_faults) for args in a.enabled(s)]
+        for k, (a, args) in enumerate(moves):
+            mine = impl if k == len(moves) - 1 else copy.deepcopy(impl)
+            post, obs = a.apply(s, *args)
+            out.paths += 1
+            out.actions[a.name] += 1
+            seen.add(post)
+            path.append((a.name, args, post, obs))
+            diff = step(mine, s, a.name, args, post, obs)
+            if diff is not None:
+                named = dict(zip(a.params, args, strict=True))
+                out.mismatch = Mismatch(len(path), a.name, named, *diff)
+                out.trace = _path_trace(system, path)
+                out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                return True
+            if len(path) < depth and walk(post, mine, faults + a.fault):
+                return True
+            path.pop()
+        return False
+
+    walk(s0, impl0, 0)
+    out.states = len(seen)
+    return out
+
+
+def _path_trace(system: Any, path: Sequence[tuple[str, tuple, Any, Any]]) -> Trace:
+    trace = start_trace(system, system.variants)
+    table = {a.name: a for a in system.actions}
+    for name, args, post, obs in path:
+        trace.steps.append(TraceStep(name, dict(zip(table[name].params, args, strict=True)),
+                                     post, obs))
+    return trace
 
 
 # ---------------------------------------------------------------------------- the suite
@@ -384,7 +465,9 @@ class Report:
     seconds: float = 0.0
     mismatch: Mismatch | None = None
     trace: Trace | None = None
-    sweep: dict[str, int] | None = None     # every-edge mode: configs, states, edges, depth
+    # exhaustive mode: configs, states, edges, bfs_depth (every edge); path_configs, paths,
+    # path_states, depth (every path up to depth)
+    sweep: dict[str, int] | None = None
     reached: dict[str, int] = field(default_factory=dict)   # random mode: deepest per measure
     # a partial implementation: what it does not show (-> why), and the configurations of a
     # sweep it cannot run (-> why)
@@ -492,33 +575,71 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
     return out
 
 
+# every path up to PATH_DEPTH steps, in a configuration at the size of the sweep's largest
+# (windows of 4, two-chunk vectors, a drain and a big gate of up to 3 chunks, a fault):
+# (parameters, fault actions per path)
+PATH_CONFIGS: tuple[tuple[dict[str, int], int], ...] = (
+    ({"window": 4, "vec_bytes": 24576, "chain_max": 2, "big_gates": 1, "big_depth": 2,
+      "ops": 3, "faults": 1}, 1),
+)
+PATH_DEPTH = 10
+
+
+def new_sweep() -> dict[str, int]:
+    """An exhaustive run's totals, before its first configuration."""
+    return {"configs": 0, "states": 0, "edges": 0, "bfs_depth": 0,
+            "path_configs": 0, "paths": 0, "path_states": 0, "depth": 0}
+
+
+def add_edges(out: Report, sw: Sweep) -> None:
+    out.sweep["configs"] += 1
+    out.sweep["states"] += sw.states
+    out.sweep["edges"] += sw.edges
+    out.sweep["bfs_depth"] = max(out.sweep["bfs_depth"], sw.depth)
+    out.steps += sw.edges
+    out.actions.update(sw.actions)
+
+
+def add_paths(out: Report, ps: PathSweep) -> None:
+    out.sweep["path_configs"] += 1
+    out.sweep["paths"] += ps.paths
+    out.sweep["path_states"] += ps.states
+    out.sweep["depth"] = ps.depth
+    out.steps += ps.paths
+    out.actions.update(ps.actions)
+
+
 def conform_every_edge(factory: Factory, impl: str,
                        progress: Callable[[str], None] | None = None,
-                       keep_going: bool = False) -> Report:
+                       keep_going: bool = False, depth: int = PATH_DEPTH) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
-    fault action), each executed once in lockstep; stops at the first mismatch (with
-    ``keep_going``: a configuration's sweep stops there, and the next one runs)."""
+    fault action), each executed once in lockstep, then every path of up to ``depth`` steps
+    of PATH_CONFIGS; stops at the first mismatch (with ``keep_going``: a configuration's
+    sweep or walk stops there, and the next one runs)."""
     from verbspec.proofs.gate.refinement import CONFIGS
     from verbspec.spec.gate.system import build
 
     t0 = time.perf_counter()
     base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
-    out = Report(impl, "gate", sweep={"configs": 0, "states": 0, "edges": 0, "depth": 0})
+    out = Report(impl, "gate", sweep=new_sweep())
     for values, faults in base:
         system = build(values)
         out.actions_total = max(out.actions_total, len(system.actions))
         sw = GateHarness(system, factory).every_edge(faults)
-        out.sweep["configs"] += 1
-        for k in ("states", "edges"):
-            out.sweep[k] += getattr(sw, k)
-        out.sweep["depth"] = max(out.sweep["depth"], sw.depth)
-        out.steps += sw.edges
-        out.actions.update(sw.actions)
+        add_edges(out, sw)
         if progress:
             progress(f"{out.sweep['configs']} of {len(base)} configurations, "
                      f"{out.sweep['edges']:,} edges")
         if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
+            out.seconds = time.perf_counter() - t0
+            return out
+    for values, faults in PATH_CONFIGS:
+        if progress:
+            progress(f"every path up to {depth} steps")
+        ps = GateHarness(build(values), factory).every_path(depth, faults)
+        add_paths(out, ps)
+        if ps.mismatch is not None and out.record(ps.mismatch, ps.trace, keep_going):
             break
     out.seconds = time.perf_counter() - t0
     return out

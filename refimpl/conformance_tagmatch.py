@@ -9,7 +9,9 @@ a FIN reaches its sender), and with offload the NIC's ``hw_op`` and software's `
 and ``sw_sync``. What the implementation emits (packets sent, matches, revoked matches,
 cancels, receive completions, READs, FINs, released buffers, a probe's answer) must equal what
 the spec's step did, and after every step its view must equal the spec's state read the same
-way. The wire is the spec's: the packet handed to ``delivered`` is the spec's message.
+way, and, where the implementation has ``ready()``, the steps of its own progress it would take
+now must be those the spec has enabled. The wire is the spec's: the packet handed to
+``delivered`` is the spec's message.
 
 An implementation fits ``TagImpl``; ``refimpl.tagmatch_engine.TagMatchEngine`` is the
 reference one, ``refimpl.native_tagmatch.NativeTagEngine`` the C engine behind the same calls.
@@ -27,7 +29,7 @@ from __future__ import annotations
 import copy
 import random
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, Protocol
@@ -36,10 +38,15 @@ from verbspec.refimpl.conformance import (
     CONFORMANCE,
     HAZARD_PREFIX,
     Mismatch,
+    PathSweep,
     Report,
     Run,
     Sweep,
+    add_edges,
+    add_paths,
+    every_path,
     first_path,
+    new_sweep,
     recorded,
     resolve_module,
 )
@@ -189,6 +196,9 @@ _CALLS = {action: (method.__name__, n) for action, method, n in (
     (PROBE, TagImpl.probe, 3), (READ, TagImpl.start_read, 1), (READ_DONE, TagImpl.read_done, 1),
     (FIN, TagImpl.send_fin, 1), (HW_OP, TagImpl.hw_op, 0), (SW_COMPLETE, TagImpl.sw_complete, 0),
     (SW_SYNC, TagImpl.sw_sync, 0))}
+# the receiver's own progress: steps an implementation takes when it is ready to, whatever the
+# application does (an implementation with ``ready()`` says which it would take now)
+OWN = (READ, READ_DONE, FIN, HW_OP, SW_COMPLETE, SW_SYNC)
 
 
 def call_of(system: TagMatchSystem, pre: State, name: str, args: tuple
@@ -244,7 +254,19 @@ class TagmatchHarness:
             for f in VIEW_FIELDS:
                 if getattr(spec, f) != getattr(view, f, None):
                     return f"view {f}", getattr(spec, f), getattr(view, f, None)
+        ready = getattr(impl, "ready", None)
+        if ready is not None:
+            want, have = self.own_steps(post), frozenset(ready())
+            if want != have:
+                return "own steps ready", sorted(want), sorted(have)
         return None
+
+    def own_steps(self, s: State) -> frozenset[tuple[str, tuple]]:
+        """The steps of the receiver's own progress the spec has enabled in ``s``, as the
+        implementation calls they are: (TagImpl method, its arguments)."""
+        return frozenset((_CALLS[a.name][0], tuple(args[:_CALLS[a.name][1]]))
+                         for a in self.system.actions if a.name in OWN
+                         for args in a.enabled(s))
 
     def _step(self, impl: TagImpl, pre: State, name: str, args: tuple, post: State,
               obs: Any) -> tuple[str, Any, Any] | None:
@@ -297,6 +319,12 @@ class TagmatchHarness:
         out.reached = {"messages_sent": sum(m is not None for m in s.msgs),
                        "receives_posted": len(s.recvs)}
         return out
+
+    def every_path(self, depth: int) -> PathSweep:
+        """Every path of 1 to ``depth`` steps from the initial state, each in lockstep (see
+        ``conformance.every_path``)."""
+        s0, impl0 = self.fresh()
+        return every_path(self.system, s0, impl0, self._step, depth)
 
     def every_edge(self, max_states: int | None = None) -> Sweep:
         """Every reachable edge (state, action, arguments), each executed once in lockstep,
@@ -397,41 +425,55 @@ SWEEP_CONFIGS: tuple[dict[str, int], ...] = (
     {"senders": 2, "messages": 1, "receives": 1, "capacity": 1, "probe": 1, **BOTH},
     {"senders": 2, "messages": 1, "receives": 2, "capacity": 0, "probe": 0, **BOTH},
 )
+# every path up to PATH_DEPTH steps at the size asked of the suite: two senders of three
+# messages each, three receives (wildcard sources and tags among their choices), two tags,
+# eager and rendezvous messages, a two-entry NIC list, cancel
+PATH_CONFIGS: tuple[dict[str, int], ...] = (
+    {"senders": 2, "messages": 3, "receives": 3, "tags": 2, "capacity": 2, "cancel": 1,
+     "probe": 0, **BOTH},
+)
+PATH_DEPTH = 3
 
 
 def conform_every_edge(factory: Factory, impl: str,
                        configs: Sequence[dict[str, int]] | None = None,
                        progress: Callable[[str], None] | None = None,
-                       keep_going: bool = False) -> Report:
-    """Every reachable edge of the sweep's configurations, each executed once in lockstep;
-    stops at the first mismatch (with ``keep_going``: a configuration's sweep stops there,
-    and the next one runs). Configurations the implementation cannot express are left
-    out, each named in the report's ``declined`` with why."""
+                       keep_going: bool = False, depth: int = PATH_DEPTH,
+                       path_configs: Sequence[dict[str, int]] | None = None) -> Report:
+    """Every reachable edge of the sweep's configurations, each executed once in lockstep,
+    then every path of up to ``depth`` steps of the path configurations (given
+    ``configs`` and no ``path_configs``: none); stops at the first
+    mismatch (with ``keep_going``: a configuration's sweep or walk stops there, and the next
+    one runs). Configurations the implementation cannot express are left out, each named in
+    the report's ``declined`` with why."""
+    if path_configs is None:      # named sweep configurations alone walk no paths
+        path_configs = PATH_CONFIGS if configs is None else ()
     configs = SWEEP_CONFIGS if configs is None else configs
     t0 = time.perf_counter()
     seen_by = observes(factory)
-    out = Report(impl, "tagmatch", sweep={"configs": 0, "states": 0, "edges": 0, "depth": 0},
-                 unobserved=dict(seen_by.unobserved))
-    seen: Counter = Counter()
-    for values in configs:
-        system = build(values)
-        why = seen_by.declines(system.params)
-        if why is not None:
-            out.declined[",".join(f"{k}={v}" for k, v in values.items())] = why
-            continue
-        out.actions_total = max(out.actions_total, len(system.actions))
-        sw = TagmatchHarness(system, factory).every_edge()
-        out.sweep["configs"] += 1
-        for k in ("states", "edges"):
-            out.sweep[k] += getattr(sw, k)
-        out.sweep["depth"] = max(out.sweep["depth"], sw.depth)
-        out.steps += sw.edges
-        seen.update(sw.actions)
-        if progress:
-            progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
-                     f"{out.sweep['edges']:,} edges")
-        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
-            break
-    out.actions = seen
+    out = Report(impl, "tagmatch", sweep=new_sweep(), unobserved=dict(seen_by.unobserved))
+    for walk, group in ((False, configs), (True, path_configs)):
+        for values in group:
+            system = build(values)
+            why = seen_by.declines(system.params)
+            if why is not None:
+                out.declined[",".join(f"{k}={v}" for k, v in values.items())] = why
+                continue
+            out.actions_total = max(out.actions_total, len(system.actions))
+            harness = TagmatchHarness(system, factory)
+            if walk:
+                if progress:
+                    progress(f"every path up to {depth} steps")
+                sw: Sweep | PathSweep = harness.every_path(depth)
+                add_paths(out, sw)
+            else:
+                sw = harness.every_edge()
+                add_edges(out, sw)
+                if progress:
+                    progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
+                             f"{out.sweep['edges']:,} edges")
+            if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
+                out.seconds = time.perf_counter() - t0
+                return out
     out.seconds = time.perf_counter() - t0
     return out

@@ -1,6 +1,13 @@
 """Tag-matching engines with a known hazard: the reference engine changed to behave as each of
 the spec's named tag-matching variants does, as a transport with that weakness would. Held to
-the base spec by the conformance suite, each must be caught.
+the base spec by the conformance suite, each must be caught; held to the spec under its own
+variant, each must agree with it.
+
+Each also says which steps of its own progress it would take now (``ready``: the READs it
+would start, the READs it waits on, the FINs it would send, the NIC's ops, completions and
+software's sync), which the harness compares with the steps the spec has enabled. A variant
+that only lets the receiver do more (``fin-before-read``: a FIN while the READ still runs)
+shows in nothing else: the spec never asks the base protocol for that step.
 """
 
 from __future__ import annotations
@@ -10,16 +17,43 @@ from collections.abc import Callable
 from verbspec.refimpl.tagmatch_engine import EAGER, Emitted, Packet, TagMatchEngine
 from verbspec.spec.tagmatch import variants as tv
 from verbspec.spec.tagmatch.offload import SW
-from verbspec.spec.tagmatch.state import OK, Params
+from verbspec.spec.tagmatch.state import FIN_EARLY, NEED_READ, OK, READ_DONE, READING, Params
+
+Ready = frozenset[tuple[str, tuple[int, ...]]]
 
 
-class OffloadNoSync(TagMatchEngine):
+class HazardEngine(TagMatchEngine):
+    """The reference engine, saying which steps of its own progress it would take now."""
+
+    fin_stages: tuple[int, ...] = (READ_DONE,)    # the stages a FIN may go out at
+
+    def ready(self) -> Ready:
+        """(method, arguments) of every step of its own this engine would take now."""
+        out: set[tuple[str, tuple[int, ...]]] = set()
+        for mid, st in enumerate(self.stage):
+            if st == NEED_READ:
+                out.add((self.start_read.__name__, (mid,)))
+            if st in (READING, FIN_EARLY):
+                out.add((self.read_done.__name__, (mid,)))
+            if st in self.fin_stages:
+                out.add((self.send_fin.__name__, (mid,)))
+        nic = self.nic
+        if nic is not None:
+            for method, now in ((self.hw_op, nic.ops), (self.sw_complete, nic.cq),
+                                (self.sw_sync,
+                                 self.handshake and self.sent_count < self.sw_count)):
+                if now:
+                    out.add((method.__name__, ()))
+        return frozenset(out)
+
+
+class OffloadNoSync(HazardEngine):
     """The NIC keeps matching after it reported an unexpected message."""
 
     handshake = False
 
 
-class WildcardLast(TagMatchEngine):
+class WildcardLast(HazardEngine):
     """An arriving message tries fully specified receives before wildcard ones."""
 
     def _arrival_pick(self, p: Packet) -> int | None:
@@ -35,14 +69,14 @@ class WildcardLast(TagMatchEngine):
         return src < 0 or tag < 0
 
 
-class UnexpectedNewestFirst(TagMatchEngine):
+class UnexpectedNewestFirst(HazardEngine):
     """A new receive (and a probe) takes the newest matching unexpected message."""
 
     def _unexpected_pick(self, comm: int, src: int, tag: int) -> int | None:
         return self.unexpected.find(comm, src, tag, newest=True)
 
 
-class NoShadowClaim(TagMatchEngine):
+class NoShadowClaim(HazardEngine):
     """A message the NIC reported unexpected is matched against software's own receives
     only, not against its shadow of the NIC's list."""
 
@@ -55,22 +89,28 @@ class NoShadowClaim(TagMatchEngine):
         return None
 
 
-class OffloadBehindSoftware(TagMatchEngine):
+class OffloadBehindSoftware(HazardEngine):
     """A receive goes to the NIC even behind a receive kept in software."""
 
     head_only = False
 
 
-class FinBeforeRead(TagMatchEngine):
-    """FIN goes out with the READ, not after it completed."""
+class FinBeforeRead(HazardEngine):
+    """FIN may go out as soon as the READ has started, while it still reads the sender's
+    buffer; the READ's completion then finds its FIN already sent."""
 
-    def start_read(self, mid: int) -> Emitted:
-        out = super().start_read(mid)
+    fin_stages = (READING, READ_DONE)
+
+    def send_fin(self, mid: int) -> Emitted:
+        self._mid(mid)
+        if self.stage[mid] != READING:
+            return super().send_fin(mid)
+        self.stage[mid] = FIN_EARLY
         self.fins_out.add(mid)
-        return Emitted(reads=out.reads, fins=(mid,))
+        return Emitted(fins=(mid,))
 
 
-class EagerCompleteOnPost(TagMatchEngine):
+class EagerCompleteOnPost(HazardEngine):
     """An eager send's buffer is released when the send is posted."""
 
     def _on_post(self, p: Packet) -> tuple[int, ...]:
@@ -80,14 +120,14 @@ class EagerCompleteOnPost(TagMatchEngine):
         return (p.mid,)
 
 
-class SilentTruncation(TagMatchEngine):
+class SilentTruncation(HazardEngine):
     """A message longer than its buffer completes the receive as a success."""
 
     def _code(self, rid: int, mid: int) -> int:
         return OK
 
 
-HAZARDS: dict[str, type[TagMatchEngine]] = {
+HAZARDS: dict[str, type[HazardEngine]] = {
     tv.OFFLOAD_NO_SYNC.name: OffloadNoSync, tv.WILDCARD_LAST.name: WildcardLast,
     tv.UNEXPECTED_NEWEST_FIRST.name: UnexpectedNewestFirst,
     tv.NO_SHADOW_CLAIM.name: NoShadowClaim,
@@ -98,7 +138,7 @@ HAZARDS: dict[str, type[TagMatchEngine]] = {
 }
 
 
-def hazard(name: str) -> Callable[[Params], TagMatchEngine]:
+def hazard(name: str) -> Callable[[Params], HazardEngine]:
     """The factory of the engine that behaves as variant ``name``; ValueError if none."""
     if name not in HAZARDS:
         raise ValueError(f"no tag-matching engine behaves as variant {name!r} (known: "

@@ -17,6 +17,8 @@ from verbspec.refimpl import gate_engine, native_gate, native_tagmatch, tagmatch
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import (
     CONFORMANCE,
+    PATH_CONFIGS,
+    PATH_DEPTH,
     GateHarness,
     conform,
     conform_every_edge,
@@ -201,6 +203,8 @@ def test_conform_command_catches_an_implementation_named_by_module(capsys, tmp_p
     (["--fault-rate", "2"], "--fault-rate must be between 0 and 1, not 2.0"),
     (["--examples", "0"], "--examples must be at least 1"),
     (["--param", "window=0"], "window"),
+    (["--depth", "3"], "--depth bounds the paths of --exhaustive: it needs --exhaustive"),
+    (["--exhaustive", "--depth", "0"], "--depth must be at least 1, not 0"),
 ])
 def test_conform_command_refuses_bad_input_by_name(argv, message, capsys, tmp_path):
     assert main(["conform", "--quiet", "--trace-dir", str(tmp_path), *argv]) == 3
@@ -236,6 +240,7 @@ def test_conform_exhaustive_covers_every_action_but_wire_loss(capsys, tmp_path):
     out = json.loads(capsys.readouterr().out)
     assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == 6
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
+    assert out["exhaustive"]["depth"] == PATH_DEPTH and out["exhaustive"]["paths"] > 10_000
     assert set(action_names(GateSpec)) - set(out["actions"]) == {"lose"}
 
 
@@ -275,6 +280,66 @@ def test_a_fault_or_big_gate_variant_as_an_implementation_is_caught(name):
     assert sweep.mismatch is not None, f"variant:{name} passed every edge"
     assert (sweep.mismatch.action, sweep.mismatch.step) == (action, step), str(sweep.mismatch)
     assert sweep.trace is not None and len(sweep.trace.steps) == step + 1
+
+
+# each variant's engine held to the spec under its own variant: random runs with faults of
+# the sweep configuration that catches it against the base spec, and of a longer workload.
+# stray-warm-receive's engine takes a warm-up receive's completion in a big-gate window,
+# where the variant's spec still fails the rank for it
+DIFFERS_FROM_ITS_VARIANT = {"stray-warm-receive"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="the engine takes a warm-up "
+                                            "receive in a big-gate window; its variant does not"))
+    if n in DIFFERS_FROM_ITS_VARIANT else n for n in sorted(CAUGHT)])
+def test_a_variant_engine_behaves_as_its_variant(name):
+    values, _, _ = [c for c in SWEEP_CONFIGS if not c[1]][CAUGHT[name][2] - 1]
+    for config in (values, {"window": 2, "ops": 12}):
+        done = list(runs(build(config, (name,)), resolve(f"variant:{name}"), n=20,
+                         fault_rate=0.05))
+        bad = [r.mismatch for r in done if r.mismatch]
+        assert not bad, str(bad[0])
+
+
+# ---------------------------------------------------------------- every path up to a depth
+def count_paths(system, s, depth, max_faults, faults=0):
+    """The action sequences of 1 to ``depth`` steps from ``s``, counted on the spec alone."""
+    n = 0
+    for a in system.actions:
+        if a.fault and faults >= max_faults:
+            continue
+        for args in a.enabled(s):
+            n += 1
+            if depth > 1:
+                post, _ = a.apply(s, *args)
+                n += count_paths(system, post, depth - 1, max_faults, faults + a.fault)
+    return n
+
+
+def test_every_path_up_to_a_depth_runs_in_lockstep():
+    values, faults = PATH_CONFIGS[0]
+    system = build(values)
+    walk = GateHarness(system).every_path(6, faults)
+    assert walk.mismatch is None, str(walk.mismatch)
+    assert walk.paths == count_paths(system, system.initial(), 6, faults) > 100
+    assert walk.depth == 6 and walk.states > 1
+
+
+def test_every_path_finds_a_planted_bug_with_its_path():
+    system = build({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 3,
+                    "big_gates": 0, "faults": 0})
+    walk = GateHarness(system, lambda cfg, r, grant: RepostTooFar(cfg, grant)).every_path(
+        40, 0)
+    assert walk.mismatch is not None and walk.mismatch.action == "gate_done"
+    assert len(walk.trace.steps) == walk.mismatch.step + 1
+    assert walk.trace.steps[-1].action == "gate_done"
+    # the path replays to the same mismatch
+    moves = [(t.action, t.args) for t in walk.trace.steps[1:]]
+    again = GateHarness(system, lambda cfg, r, grant: RepostTooFar(cfg, grant)).follow(moves)
+    assert str(again.mismatch) == str(walk.mismatch)
+    with pytest.raises(ValueError, match="at least 1"):
+        GateHarness(system).every_path(0, 0)
 
 
 # ---------------------------------------------------------------- a misbehaving peer

@@ -14,6 +14,7 @@ from configs import TAGMATCH_CONFIGS
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import CONFORMANCE
 from verbspec.refimpl.conformance_tagmatch import (
+    PATH_CONFIGS,
     SWEEP_CONFIGS,
     TagmatchHarness,
     conform,
@@ -32,7 +33,7 @@ from verbspec.refimpl.tagmatch_engine import (
 from verbspec.refimpl.tagmatch_hazards import HAZARDS
 from verbspec.spec.actions import action_names
 from verbspec.spec.tagmatch.lists import ANY
-from verbspec.spec.tagmatch.state import OK, TRUNCATED, Params
+from verbspec.spec.tagmatch.state import FIN_SENT, OK, TRUNCATED, Params
 from verbspec.spec.tagmatch.system import TagMatchSystem, build
 from verbspec.spec.tagmatch.variants import VARIANTS
 
@@ -83,12 +84,12 @@ def test_every_edge_of_the_default_parameters_conforms():
 
 # each variant's engine against the base spec, breadth first: the action and step (on a
 # shortest path) it is first caught at, the configuration (1-based) and the field that differs
-CAUGHT = {"offload-no-sync": ("deliver", 6, 1, "view hw"),
+CAUGHT = {"offload-no-sync": ("sw_complete", 3, 1, "own steps ready"),
           "wildcard-last": ("sw_complete", 5, 1, "matches"),
           "unexpected-newest-first": ("post_recv", 7, 1, "matches"),
           "no-shadow-claim": ("sw_complete", 4, 1, "matches"),
           "offload-behind-software": ("post_recv", 2, 1, "view where"),
-          "fin-before-read": ("rndv_read", 4, 2, "fins"),
+          "fin-before-read": ("rndv_read", 4, 2, "own steps ready"),
           "eager-complete-on-post": ("send", 1, 1, "released"),
           "silent-truncation": ("rndv_read_done", 5, 2, "completions")}
 
@@ -99,7 +100,7 @@ def test_every_variant_has_an_engine():
 
 @pytest.mark.parametrize("name", sorted(CAUGHT))
 def test_a_variant_as_an_implementation_is_caught(name):
-    rep = conform_every_edge(resolve(f"variant:{name}"), name)
+    rep = conform_every_edge(resolve(f"variant:{name}"), name, path_configs=())
     assert rep.mismatch is not None, f"variant:{name} passed every edge"
     action, step, config, what = CAUGHT[name]
     assert (rep.mismatch.action, rep.mismatch.step, rep.mismatch.what) == (
@@ -109,12 +110,23 @@ def test_a_variant_as_an_implementation_is_caught(name):
     assert rep.trace.violation == CONFORMANCE
 
 
-# fin-before-read's engine sends FIN with the READ; the variant's spec sends it as a step of
-# its own while the READ runs, so that engine differs from its own variant too
-FAITHFUL = sorted(set(CAUGHT) - {"fin-before-read"})
+def test_fin_before_read_sends_its_fin_while_the_read_runs():
+    # the READ starts alone; the FIN is a step of its own, taken before the READ completes
+    e = resolve("variant:fin-before-read")(CFG)
+    e.post_recv(0, 0, 0, 2)
+    e.delivered(e.send(0, 0, 0, 2).sends[0])
+    assert e.start_read(0) == Emitted(reads=(Read(0, 0, 2),))
+    assert ("send_fin", (0,)) in e.ready()
+    assert e.send_fin(0) == Emitted(fins=(0,))
+    assert e.fin(0).released == (0,)            # the sender reuses its buffer mid-READ
+    assert e.read_done(0).completions == ((0, OK),)
+    assert e.view().stage[0] == FIN_SENT and not e.ready()
 
 
-@pytest.mark.parametrize("name", FAITHFUL)
+# each variant's engine held to the spec under its own variant: random runs of a job larger
+# than the sweep's, and (slow tier) every edge of the configuration that catches it against
+# the base spec
+@pytest.mark.parametrize("name", sorted(CAUGHT))
 def test_a_variant_engine_behaves_as_its_variant(name):
     values = {"senders": 2, "messages": 2, "receives": 3, "tags": 2, "capacity": 2,
               "max_bytes": 2, "eager_limit": 1}
@@ -122,6 +134,41 @@ def test_a_variant_engine_behaves_as_its_variant(name):
     bad = [r.mismatch for r in (h.run(random.Random(seed), 400) for seed in range(100))
            if r.mismatch]
     assert not bad, str(bad[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CAUGHT))
+def test_every_edge_of_a_variant_engine_agrees_with_its_variant(name):
+    config = SWEEP_CONFIGS[CAUGHT[name][2] - 1]
+    sweep = TagmatchHarness(build(config, (name,)), resolve(f"variant:{name}")).every_edge()
+    assert sweep.mismatch is None, str(sweep.mismatch)
+
+
+def count_paths(system, s, depth):
+    """The action sequences of 1 to ``depth`` steps from ``s``, counted on the spec alone."""
+    n = 0
+    for a in system.actions:
+        for args in a.enabled(s):
+            n += 1
+            if depth > 1:
+                n += count_paths(system, a.apply(s, *args)[0], depth - 1)
+    return n
+
+
+def test_every_path_of_the_asked_size_runs_in_lockstep():
+    system = build(PATH_CONFIGS[0])
+    walk = TagmatchHarness(system).every_path(2)
+    assert walk.mismatch is None, str(walk.mismatch)
+    assert walk.paths == count_paths(system, system.initial(), 2) > 500
+    assert {"send", "post_recv", "deliver", "hw_op", "cancel"} <= set(walk.actions)
+
+
+def test_every_path_catches_a_variant_with_its_path():
+    walk = TagmatchHarness(build(PATH_CONFIGS[0]),
+                           resolve("variant:eager-complete-on-post")).every_path(3)
+    assert walk.mismatch is not None and walk.mismatch.what == "released"
+    assert walk.mismatch.step == 1 and len(walk.trace.steps) == 2
+    assert walk.trace.violation == CONFORMANCE
 
 
 def test_a_mismatch_replays_against_both_engines():

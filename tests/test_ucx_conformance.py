@@ -20,6 +20,7 @@ from verbspec import native
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import CONFORMANCE
 from verbspec.refimpl.conformance_tagmatch import (
+    PATH_CONFIGS,
     SWEEP_CONFIGS,
     Declined,
     TagmatchHarness,
@@ -84,7 +85,9 @@ def test_every_expressible_sweep_configuration_agrees(ucx):
     assert rep.mismatch is None, str(rep.mismatch)
     offload = [c for c in SWEEP_CONFIGS if c["capacity"] > 0]
     assert rep.sweep["configs"] == len(SWEEP_CONFIGS) - len(offload)
-    assert len(rep.declined) == len(offload)
+    walks = [c for c in PATH_CONFIGS if c["capacity"] == 0]
+    assert rep.sweep["path_configs"] == len(walks)
+    assert len(rep.declined) == len(offload) + len(PATH_CONFIGS) - len(walks)
     # and the offload configurations as UCX can run them, without offload
     plain = [replace_capacity(c) for c in offload]
     rep = conform_every_edge(ucx, "ucx", plain)
