@@ -14,7 +14,7 @@ passes through; everything else is forwarded untouched. A channel or endpoint gi
 (its ``trace`` argument) wraps its own device and side channel and records its calls; given
 none, nothing is wrapped and recording costs one ``is None`` test per call.
 ``VERBSPEC_DEVICE_TRACE=DIR`` makes the sim transport give each rank a recorder writing
-``DIR/rank{R}.jsonl`` (``from_env``).
+``DIR/PROTOCOL/rank{R}.jsonl`` (``from_env``; PROTOCOL is ``gate`` or ``tagged``).
 """
 
 from __future__ import annotations
@@ -181,12 +181,13 @@ class RecordingSide:
 
 def from_env(protocol: str, rank: int, transport: str, engine: str, config: Any,
              environ: Mapping[str, str] = os.environ) -> Recorder | None:
-    """A recorder writing ``DIR/rank{rank}.jsonl`` when ``VERBSPEC_DEVICE_TRACE=DIR`` is set
-    (the directory is created), else None."""
+    """A recorder writing ``DIR/PROTOCOL/rank{rank}.jsonl`` when ``VERBSPEC_DEVICE_TRACE=DIR``
+    is set (the directory is created), else None: a process that runs a gate channel and then
+    a tagged endpoint keeps both runs."""
     where = environ.get(TRACE_ENV)
     if not where:
         return None
-    d = Path(where)
+    d = Path(where) / protocol
     d.mkdir(parents=True, exist_ok=True)
     return Recorder(d / f"rank{rank}.jsonl", protocol=protocol, rank=rank,
                     transport=transport, engine=engine, config=config_dict(config))

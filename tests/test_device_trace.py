@@ -60,7 +60,7 @@ def gate_run(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("gate-run")
     out = _record(d, _gates_big_gates, (300, 300), gate_config(SMALL))
     assert [o.error for o in out] == ["", ""]
-    return d
+    return d / device_trace.GATE
 
 
 def _lines(d: Path, rank: int) -> list[dict]:
@@ -95,8 +95,8 @@ def test_gate_run_is_recorded_and_validated(gate_run):
 def test_python_engine_run_is_validated(tmp_path):
     out = _record(tmp_path, _gates_big_gates, (40, 40), gate_config(SMALL), engine="python")
     assert [o.error for o in out] == ["", ""]
-    assert _lines(tmp_path, 0)[0]["engine"] == "python"
-    rep = validate_gate(read_pair([tmp_path]))
+    assert _lines(tmp_path / device_trace.GATE, 0)[0]["engine"] == "python"
+    rep = validate_gate(read_pair([tmp_path / device_trace.GATE]))
     assert rep.ok, rep.message
     assert rep.gates == [50, 50] and rep.drains == [1, 1]
 
@@ -131,7 +131,7 @@ def tagged_run(tmp_path_factory) -> Path:
         else:
             os.environ[device_trace.TRACE_ENV] = old
     assert [o.error for o in out] == ["", ""]
-    return d
+    return d / device_trace.TAGGED
 
 
 def test_tagged_run_is_recorded_and_validated(tagged_run):
@@ -285,7 +285,7 @@ def error_run(tmp_path_factory) -> Path:
     out = _record(d, _bad_call, (20, 20), gate_config({"timeout_ms": 3000}))
     assert out[0].result.startswith("gate order broke"), out
     assert "peer disconnected" in out[1].result, out
-    return d
+    return d / device_trace.GATE
 
 
 def test_errors_are_spec_steps(error_run):
@@ -334,7 +334,7 @@ def test_no_barrier_engine_is_rejected_at_its_first_send(tmp_path):
             del os.environ[device_trace.TRACE_ENV]
         else:
             os.environ[device_trace.TRACE_ENV] = old
-    rep = validate_gate(read_pair([tmp_path / "nb"]))
+    rep = validate_gate(read_pair([tmp_path / "nb" / device_trace.GATE]))
     assert not rep.ok and rep.line == 4
     assert json.loads(rep.event)["ev"] == "post_send"
     assert "barrier_write" in rep.allowed and "tcp_write" in rep.allowed
@@ -374,7 +374,7 @@ def test_ten_thousand_gates_validate(tmp_path):
 
     out = _record(tmp_path, work, (10_000, 10_000), gate_config({}))
     assert [o.error for o in out] == ["", ""]
-    rep = validate_gate(read_pair([tmp_path]))
+    rep = validate_gate(read_pair([tmp_path / device_trace.GATE]))
     assert rep.ok, rep.message
     assert rep.gates == [10_100, 10_100] and rep.big_gates == [1, 1] and rep.drains == [1, 1]
     print(f"10,100 gates, 12 MiB big gate: {rep.recorded_steps} recorded steps, "

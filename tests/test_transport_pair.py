@@ -36,7 +36,8 @@ def test_the_pair_is_a_parameter_and_the_trace_variable_records_each_rank(
                     timeout_s=60)
     assert [o.error for o in out] == ["", ""]
     assert [o.result[0] for o in out] == [0, 0] and [o.dropped for o in out] == [0, 0]
-    assert sorted(f.name for f in tmp_path.iterdir()) == ["rank0.jsonl", "rank1.jsonl"]
+    assert sorted(f.name for f in (tmp_path / "gate").iterdir()) == ["rank0.jsonl",
+                                                                      "rank1.jsonl"]
 
 
 def engine_name(ch: GateChannel, rank: int, _arg: object) -> str:
