@@ -43,17 +43,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 @pytest.fixture(scope="session")
-def rxe_guest():
-    """One qemu guest with soft-RoCE devices for the whole session, the checkout shared at its
-    own path (docs/verbs.md). Skips, naming what is missing, unless VERBSPEC_REQUIRE_RXE=1; a
-    guest that does not boot is an error, not a skip."""
+def rxe_scratch(tmp_path_factory) -> Path:
+    """A host directory the rxe guest sees at its own path, read-write: where runs in the guest
+    leave their device traces for the host to validate."""
+    return tmp_path_factory.mktemp("rxe-scratch")
+
+
+@pytest.fixture(scope="session")
+def rxe_guest(rxe_scratch):
+    """One qemu guest with soft-RoCE devices for the whole session, the checkout and
+    ``rxe_scratch`` shared at their own paths (docs/verbs.md). Skips, naming what is missing,
+    unless VERBSPEC_REQUIRE_RXE=1; a guest that does not boot is an error, not a skip."""
     from verbspec.refimpl import rxe_guest as rg
 
     try:
         image = rg.prepare()
     except rg.MissingPrerequisite as exc:
         require("rxe", str(exc))
-    with rg.RxeGuest.start(Path(__file__).resolve().parents[1], image=image) as guest:
+    with rg.RxeGuest.start(Path(__file__).resolve().parents[1], shares=[rxe_scratch],
+                           image=image) as guest:
         yield guest
 
 

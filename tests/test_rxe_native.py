@@ -18,8 +18,6 @@ from conftest import require
 
 from verbspec.refimpl import verbs_native as vn
 
-#: the guest's scratch directory for the traces of the main run
-TRACES = "/tmp/verbspec-native-traces"
 BIG = 12 << 20
 GATES, MORE = 10_000, 1_000
 
@@ -84,25 +82,28 @@ def test_the_pair_script_reports_each_rank_in_its_own_section():
 
 # ------------------------------------------------------------------ in the guest
 @pytest.fixture(scope="module")
-def gate_run(rxe_guest):
-    """Both ranks, rxe0 <-> rxe1: 10,000 gates, a 12 MiB big gate, 1,000 more gates, traced."""
+def gate_run(rxe_guest, rxe_scratch):
+    """Both ranks, rxe0 <-> rxe1: 10,000 gates, a 12 MiB big gate, 1,000 more gates, traced
+    into the shared scratch directory."""
     exe = _program()
+    traces = rxe_scratch / "native"
+    traces.mkdir()
     run = vn.GateRun(gates=GATES, more_gates=MORE, big_bytes=BIG, timeout_ms=10_000,
-                     trace_dir=TRACES)
-    lines = [f"mkdir -p {TRACES}", *vn.pair_lines(exe, run)]
+                     trace_dir=str(traces))
+    lines = list(vn.pair_lines(exe, run))
     for r in (0, 1):
-        t = f"{TRACES}/trace-rank{r}.jsonl"
+        t = f"{traces}/trace-rank{r}.jsonl"
         lines += [f"echo '{vn.MARK} trace{r} rank {r} exit 0'", f"head -n 1 {t}",
                   f"grep -c '\"name\": \"exchange\"' {t}", f"grep -c '\"ev\": \"poll\"' {t}",
                   f"tail -n 1 {t}", f"echo '{vn.MARK} trace{r} rank {r} stderr'"]
     res = rxe_guest.run(vn.pair_script(lines), timeout=1800)
     sections = vn.split_sections(res.stdout)
-    return vn.pair_outcome(sections), sections
+    return vn.pair_outcome(sections), sections, traces
 
 
 @pytest.mark.rxe
 def test_gates_big_gate_and_rearm_over_uc_with_every_payload_verified(gate_run):
-    pair, _ = gate_run
+    pair, _, _ = gate_run
     for r in pair.ranks:
         assert r.returncode == 0, f"rank {r.rank}: {r.stderr}"
     m = pair.merged
@@ -119,7 +120,7 @@ def test_gates_big_gate_and_rearm_over_uc_with_every_payload_verified(gate_run):
 def test_each_rank_writes_its_device_trace(gate_run):
     import json
 
-    _, sections = gate_run
+    _, sections, _ = gate_run
     for r in (0, 1):
         _, out, _ = sections[(f"trace{r}", r)]
         first, exchanges, polls, last = out.strip().splitlines()
@@ -129,6 +130,21 @@ def test_each_rank_writes_its_device_trace(gate_run):
         assert begin["config"]["qp_type"] == "uc" and begin["config"]["vec_bytes"] > 16384
         assert int(exchanges) == GATES + MORE and int(polls) > 0
         assert json.loads(last) == {"ev": "end"}
+
+
+@pytest.mark.rxe
+def test_the_device_trace_of_both_ranks_is_a_run_of_the_spec(gate_run):
+    """Every work request posted and completion polled on the device, both ranks, checked on
+    the host against the gate spec: each a spec step from the state reached."""
+    from verbspec.refimpl.trace_read import read_pair
+    from verbspec.refimpl.trace_validate import validate_gate
+
+    _, _, traces = gate_run
+    rep = validate_gate(read_pair([traces / "trace-rank0.jsonl", traces / "trace-rank1.jsonl"]))
+    assert rep.ok, rep.message
+    assert rep.gates == [GATES + MORE] * 2 and rep.big_gates == [1, 1]
+    print(f"\nnative transport, device trace: {rep.recorded_steps} recorded steps validated "
+          f"by {rep.spec_steps} spec steps in {rep.seconds:.1f} s")
 
 
 @pytest.mark.rxe
