@@ -28,12 +28,14 @@ from verbspec.spec.actions import action_names
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.state import (
     ARM_BAR_READ,
+    ARM_POST,
     BIG_BAR_READ,
     BIG_BEGIN,
     BIG_HDR_READ,
     BIG_LAYER,
     BIG_MAGIC,
     BIG_XFER,
+    CRASHED,
     DRAIN_WAIT,
     FAILED,
     HEADER_MAGIC,
@@ -346,3 +348,39 @@ def test_a_call_out_of_phase_is_refused_by_name(engine, call):
     with pytest.raises(EngineError, match="phase|not complete|drain is not over|window is "
                                           "neither"):
         call(engine)
+
+
+N_DRAIN = CFG.window * CFG.chunks
+
+
+@pytest.mark.parametrize("phase,state,step", [
+    (INIT, {}, gate_engine.SETUP), (IDLE, {}, gate_engine.CALL), (HOLD, {}, gate_engine.CALL),
+    (FAILED, {}, gate_engine.DEAD), (CRASHED, {}, gate_engine.DEAD),
+    (ARM_POST, {}, gate_engine.ADVANCE), (ARM_BAR_READ, {}, gate_engine.READ),
+    (WAIT, {"seq": 3, "recv_done": 3}, gate_engine.ADVANCE),
+    (WAIT, {"seq": 3, "recv_done": 2}, gate_engine.POLL),
+    (DRAIN_WAIT, {"drain_recvs": N_DRAIN, "drain_sends": N_DRAIN}, gate_engine.ADVANCE),
+    (DRAIN_WAIT, {"drain_recvs": N_DRAIN - 1, "drain_sends": N_DRAIN}, gate_engine.POLL),
+    (DRAIN_WAIT, {"drain_recvs": N_DRAIN, "drain_sends": N_DRAIN - 1}, gate_engine.POLL),
+    (DRAIN_WAIT, {"drain_recvs": N_DRAIN, "drain_sends": N_DRAIN, "send_outstanding": 1},
+     gate_engine.POLL),
+    (BIG_XFER, {"big_win": 2}, gate_engine.ADVANCE),
+    (BIG_XFER, {"big_win": 2, "big_sent": 1, "send_outstanding": CFG.big_send_depth()},
+     gate_engine.POLL),
+    (BIG_XFER, {"big_win": 2, "big_sent": 2, "big_recvd": {0, 1}, "big_send_done": 2},
+     gate_engine.ADVANCE),
+    (BIG_XFER, {"big_win": 2, "big_sent": 2, "big_recvd": {0}, "big_send_done": 2},
+     gate_engine.POLL),
+    (BIG_XFER, {"big_win": 2, "big_sent": 2, "big_recvd": {0, 1}, "big_send_done": 1},
+     gate_engine.POLL),
+])
+def test_next_step_tells_a_driver_what_the_phase_waits_for(phase, state, step):
+    assert _engine(phase, **state).next_step() == step
+
+
+def test_a_late_bulk_send_completion_only_lowers_the_outstanding_count():
+    # the suite never leaves one behind (a drain and each big-gate window wait for all their
+    # sends); one polled in a decode gate counts toward neither
+    e = _engine(WAIT, seq=1, send_outstanding=2)
+    assert e.completions((Completion("send", TAG_BULK | 1, 0, 0),)) == Emitted()
+    assert (e.send_outstanding, e.drain_sends, e.big_send_done, e.phase) == (1, 0, 0, WAIT)
