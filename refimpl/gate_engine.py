@@ -276,7 +276,7 @@ class GateEngine:
                               f"{self.drain_sends}/{n} sends, {self.send_outstanding} "
                               f"outstanding)")
         self.recv_done, self.window_active = self.last_gate_seq, False
-        self.phase = BIG_BEGIN if self.big_header_done else BIG_HDR_SEND
+        self.phase = BIG_BEGIN      # a drain starts only once the big-gate header is read
         return Emitted()
 
     def _begin_window(self) -> Emitted:

@@ -365,6 +365,7 @@ N_DRAIN = CFG.window * CFG.chunks
     (DRAIN_WAIT, {"drain_recvs": N_DRAIN, "drain_sends": N_DRAIN, "send_outstanding": 1},
      gate_engine.POLL),
     (BIG_XFER, {"big_win": 2}, gate_engine.ADVANCE),
+    (BIG_XFER, {"big_win": 2, "big_sent": 1}, gate_engine.ADVANCE),
     (BIG_XFER, {"big_win": 2, "big_sent": 1, "send_outstanding": CFG.big_send_depth()},
      gate_engine.POLL),
     (BIG_XFER, {"big_win": 2, "big_sent": 2, "big_recvd": {0, 1}, "big_send_done": 2},
@@ -384,3 +385,17 @@ def test_a_late_bulk_send_completion_only_lowers_the_outstanding_count():
     e = _engine(WAIT, seq=1, send_outstanding=2)
     assert e.completions((Completion("send", TAG_BULK | 1, 0, 0),)) == Emitted()
     assert (e.send_outstanding, e.drain_sends, e.big_send_done, e.phase) == (1, 0, 0, WAIT)
+
+
+@pytest.mark.parametrize("state", [
+    {"drain_recvs": CFG.window, "drain_sends": CFG.window},     # a vector's worth short
+    {"drain_recvs": N_DRAIN, "drain_sends": N_DRAIN - 1},
+    {"drain_recvs": N_DRAIN - 1, "drain_sends": N_DRAIN},
+    {"drain_recvs": N_DRAIN, "drain_sends": N_DRAIN, "send_outstanding": 1},
+])
+def test_a_drain_is_not_over_until_every_dummy_and_send_completed(state):
+    # the lockstep advances only when the spec ends the drain; a driver that advances early
+    # is refused, whichever count is short
+    assert CFG.chunks == 2
+    with pytest.raises(EngineError, match="the drain is not over"):
+        _engine(DRAIN_WAIT, **state).advance()
