@@ -18,9 +18,12 @@ from verbspec.refimpl.conformance_tagmatch import SWEEP_CONFIGS, TagmatchHarness
 from verbspec.spec.gate.system import build as build_gate
 from verbspec.spec.tagmatch.system import build as build_tagmatch
 
-# random gate runs: the defaults (big gates of several windows), a two-gate window with
-# faults, two-chunk vectors, RC; seeds fixed so a mutant's verdict is repeatable
-GATE_RANDOM = [{}, {**GATE_SMALL, "ops": 10}, {"window": 2, "ops": 8, "vec_bytes": 100},
+# random gate runs: the defaults, a two-gate window with faults, big gates of several windows
+# whose sends the send queue (2 deep, windows of 3) holds back, two-chunk vectors, RC; seeds
+# fixed so a mutant's verdict is repeatable
+GATE_RANDOM = [{}, {**GATE_SMALL, "ops": 10},
+               {**GATE_SMALL, "ops": 6, "big_depth": 3, "sq_depth": 2},
+               {"window": 2, "ops": 8, "vec_bytes": 100},
                {"window": 3, "ops": 8, "qp_type": "rc"}]
 
 

@@ -219,22 +219,27 @@ OFFLOAD = build({"capacity": 1}).params
     (lambda e: e.post_recv(0, 0, 7, 1), "tag 7 is outside 0..0 or ANY"),
     (lambda e: e.post_recv(0, 0, 0, 9), "buffer length 9 is outside 1..2"),
     (lambda e: e.probe(0, -2, 0), "source -2 is outside"),
+    (lambda e: e.probe(1, 0, 0), "communicator 1 is outside 0..0"),
+    (lambda e: e.probe(0, 0, 7), "tag 7 is outside 0..0 or ANY"),
     (lambda e: e.cancel(0), "receive 0 was never posted"),
     (lambda e: e.delivered(Packet(0, 0, 0, 0, 1, EAGER)), "message 0 was never sent"),
     (lambda e: (e.send(0, 0, 0, 1), e.delivered(Packet(0, 0, 0, 0, 2, EAGER))),
-     "differs from what sender 0 sent"),
+     "packet Packet(mid=0, comm=0, src=0, tag=0, nbytes=2, kind='eager') differs from what "
+     "sender 0 sent"),
     (lambda e: (e.send(0, 0, 0, 1), e.delivered(Packet(0, 0, 0, 0, 1, EAGER)),
                 e.delivered(Packet(0, 0, 0, 0, 1, EAGER))), "message 0 already arrived"),
     (lambda e: (e.send(0, 0, 0, 1), e.start_read(0)), "message 0 has no READ to start"),
     (lambda e: (e.send(0, 0, 0, 2), e.read_done(0)), "message 0 has no READ in flight"),
-    (lambda e: (e.send(0, 0, 0, 2), e.send_fin(0)), "READ has not completed: no FIN yet"),
+    (lambda e: (e.send(0, 0, 0, 2), e.send_fin(0)),
+     "message 0's READ has not completed: no FIN yet"),
     (lambda e: (e.send(0, 0, 0, 2), e.fin(0)), "no FIN for message 0 is on its way"),
     (lambda e: e.hw_op(), "no tag-matching offload"),
     (lambda e: e.sw_complete(), "no tag-matching offload"),
 ])
 def test_the_engine_refuses_bad_input_by_name(call, message):
-    with pytest.raises(EngineError, match=message):
+    with pytest.raises(EngineError) as refused:
         call(TagMatchEngine(CFG))
+    assert str(refused.value).startswith(message)
 
 
 @pytest.mark.parametrize("call,message", [
@@ -247,8 +252,9 @@ def test_the_engine_refuses_bad_input_by_name(call, message):
                 e.probe(0, 0, 0)), "probe with NIC completions unhandled"),
 ])
 def test_the_offload_refuses_a_step_it_has_nothing_for(call, message):
-    with pytest.raises(EngineError, match=message):
+    with pytest.raises(EngineError) as refused:
         call(TagMatchEngine(OFFLOAD))
+    assert str(refused.value).startswith(message)
 
 
 def test_a_rendezvous_reads_then_fins_and_a_long_message_truncates():
