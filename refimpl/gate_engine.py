@@ -173,10 +173,10 @@ class GateEngine:
         self.phase, self.error = FAILED, text
         return Emitted(result=text)
 
-    def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int,
-            signaled: bool = True) -> WorkRequest:
+    def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int) -> WorkRequest:
+        """A signaled work request (the protocol signals every one)."""
         stride = self.cfg.vec_bytes if buf in CHUNK_REGIONS else self.cfg.max_msg
-        return WorkRequest(wr_id, buf, slot * stride + offset, length, signaled)
+        return WorkRequest(wr_id, buf, slot * stride + offset, length)
 
     def _gate_chain(self, buf: str, seq: int, last_only_tagged: bool) -> tuple[WorkRequest, ...]:
         """One WR per chunk of gate ``seq``'s vector; a receive chain tags only its last chunk

@@ -403,3 +403,19 @@ def test_a_drain_is_not_over_until_every_dummy_and_send_completed(state):
     assert CFG.chunks == 2
     with pytest.raises(EngineError, match="the drain is not over"):
         _engine(DRAIN_WAIT, **state).advance()
+
+
+def test_a_gate_out_of_order_fails_the_rank_with_the_spec_text():
+    # bad_call is a fault the random runs take rarely; each refusal's text, exactly
+    e = _engine(IDLE, last_gate_seq=2)
+    slot = CFG.slot(3)
+    wrong = slot + 1
+    assert e.call_gate(wrong // 2, wrong % 2, 3).result == errors.GATE_ORDER(
+        layer=wrong // 2, gate=wrong % 2, seq=3)
+    e = _engine(IDLE, last_gate_seq=2)
+    slot = CFG.slot(4)
+    assert e.call_gate(slot // 2, slot % 2, 4).result == errors.GATE_SEQ_ORDER(seq=4, last=2)
+    assert (e.view().phase, e.view().error) == (FAILED, errors.GATE_SEQ_ORDER(seq=4, last=2))
+    e = _engine(IDLE, last_gate_seq=2)
+    slot = CFG.slot(3)
+    assert e.call_gate(slot // 2, slot % 2, 3) == Emitted() and e.seq == 3

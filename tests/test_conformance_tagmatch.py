@@ -267,6 +267,8 @@ def test_a_rendezvous_reads_then_fins_and_a_long_message_truncates():
     assert e.read_done(1).completions == ((0, TRUNCATED),)
     assert e.send_fin(1).fins == (1,)
     assert e.fin(1).released == (1,)
+    with pytest.raises(EngineError, match="no FIN for message 1 is on its way"):
+        e.fin(1)
     eager = e.send(0, 0, 0, 1).sends[0]
     assert e.delivered(eager).released == (0,)
     assert e.post_recv(0, 0, 0, 2).completions == ((1, OK),)
