@@ -419,3 +419,34 @@ def test_a_gate_out_of_order_fails_the_rank_with_the_spec_text():
     e = _engine(IDLE, last_gate_seq=2)
     slot = CFG.slot(3)
     assert e.call_gate(slot // 2, slot % 2, 3) == Emitted() and e.seq == 3
+
+
+def test_the_granted_depth_defaults_to_the_receive_queue():
+    assert GateEngine(CFG).grant == CFG.rq_depth and GateEngine(CFG, 5).grant == 5
+
+
+def test_poll_sizes_and_out_of_phase_texts_are_exact():
+    sizes = {WAIT: gate_engine.DECODE_POLL, DRAIN_WAIT: 2 * CFG.window + 1,
+             BIG_XFER: gate_engine.BIG_POLL}
+    assert {p: _engine(p).poll_size() for p in sizes} == sizes
+    with pytest.raises(EngineError) as refused:
+        _engine(HOLD).poll_size()
+    assert str(refused.value) == (f"the engine is in phase {HOLD}, not {WAIT} or {DRAIN_WAIT} "
+                                  f"or {BIG_XFER}")
+
+
+def _send(wr_id):
+    return Completion("send", wr_id, 0, 0)
+
+
+def test_each_completion_counts_once_toward_its_drain_or_window():
+    # the view does not show these counts; next_step and the timeout texts do
+    e = _engine(DRAIN_WAIT, drain_recvs=N_DRAIN - 2, drain_sends=N_DRAIN - 2, send_outstanding=3)
+    e.completions((_recv(0), _send(TAG_BULK | 1), _send(3)))    # a decode gate's send: not one
+    assert (e.drain_recvs, e.drain_sends, e.send_outstanding) == (N_DRAIN - 1, N_DRAIN - 1, 1)
+    assert e.next_step() == gate_engine.POLL
+    assert e.timeout().result == errors.DRAIN_TIMEOUT(recvs=N_DRAIN - 1, want=N_DRAIN)
+    e = _engine(BIG_XFER, big_win=2, big_sent=2, big_recvd={0, 1}, send_outstanding=2)
+    e.completions((_send(TAG_BULK | 1),))
+    assert e.big_send_done == 1 and e.next_step() == gate_engine.POLL
+    assert e.timeout().result == errors.BIG_TIMEOUT(recvs=2, chunks=2, sends=1, sent=2)
