@@ -123,7 +123,6 @@ class GateEngine:
     drain_sends: int = 0
     big_no: int = 0
     big_chunks: int = 0
-    big_header_done: bool = False
     big_depth: int = 0
     big_base: int = 0
     big_win: int = 0
@@ -170,14 +169,14 @@ class GateEngine:
         if self.phase not in phases:
             raise EngineError(f"the engine is in phase {self.phase}, not {' or '.join(phases)}")
 
-    def _fail(self, text: str, **kw) -> Emitted:
+    def _fail(self, text: str) -> Emitted:
         self.phase, self.error = FAILED, text
-        return Emitted(result=text, **kw)
+        return Emitted(result=text)
 
-    def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int,
-            signaled: bool = True) -> WorkRequest:
+    def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int) -> WorkRequest:
+        """A signaled work request (the protocol signals every one)."""
         stride = self.cfg.vec_bytes if buf in CHUNK_REGIONS else self.cfg.max_msg
-        return WorkRequest(wr_id, buf, slot * stride + offset, length, signaled)
+        return WorkRequest(wr_id, buf, slot * stride + offset, length)
 
     def _gate_chain(self, buf: str, seq: int, last_only_tagged: bool) -> tuple[WorkRequest, ...]:
         """One WR per chunk of gate ``seq``'s vector; a receive chain tags only its last chunk
@@ -210,7 +209,7 @@ class GateEngine:
     def call_big(self, chunks: int) -> Emitted:
         self._need(IDLE)
         self.big_no += 1
-        self.big_chunks, self.big_base, self.big_header_done = chunks, 0, False
+        self.big_chunks, self.big_base = chunks, 0
         self.phase = BIG_HDR_SEND
         return Emitted()
 
@@ -276,7 +275,7 @@ class GateEngine:
                               f"{self.drain_sends}/{n} sends, {self.send_outstanding} "
                               f"outstanding)")
         self.recv_done, self.window_active = self.last_gate_seq, False
-        self.phase = BIG_BEGIN if self.big_header_done else BIG_HDR_SEND
+        self.phase = BIG_BEGIN      # a drain starts only once the big-gate header is read
         return Emitted()
 
     def _begin_window(self) -> Emitted:
@@ -351,7 +350,6 @@ class GateEngine:
         if item.chunks != self.big_chunks:
             return self._fail(errors.BIG_SIZE_MISMATCH(big=self.big_no, chunks=self.big_chunks,
                                                        peer_chunks=item.chunks))
-        self.big_header_done = True
         self.big_depth = self.cfg.big_window(min(self.grant, item.depth))
         self.phase = DRAIN_POST if self.window_active else BIG_BEGIN
         return Emitted()

@@ -48,11 +48,6 @@ from verbspec.spec.tagmatch.state import (
 EAGER, RNDV = "eager", "rndv"
 
 
-def _shared(self, memo):
-    """Frozen values are shared by copies (copy.deepcopy of an engine stays cheap)."""
-    return self
-
-
 class EngineError(ValueError):
     """A call the engine refuses: bad input, or a step it has nothing to take."""
 
@@ -67,7 +62,6 @@ class Packet:
     tag: int
     nbytes: int
     kind: str           # EAGER | RNDV
-    __deepcopy__ = _shared
 
 
 @dataclass(frozen=True)
@@ -77,7 +71,6 @@ class Read:
     mid: int
     rid: int
     length: int
-    __deepcopy__ = _shared
 
 
 @dataclass(frozen=True)
@@ -248,7 +241,6 @@ class _Op:
     kind: str           # "add" | "remove" | "sync"
     count: int          # software's unexpected count when it sent the op
     rid: int | None = None
-    __deepcopy__ = _shared
 
 
 @dataclass(frozen=True)
@@ -258,7 +250,6 @@ class _Cqe:
     mid: int | None = None
     seq: int = 0
     ok: bool = False
-    __deepcopy__ = _shared
 
 
 @dataclass
@@ -614,12 +605,11 @@ class TagMatchEngine:
             if c.rid in self.posted:
                 self._unpost(c.rid)
                 return self._matched(((c.rid, c.mid),))
-            cl = self.claims.get(c.rid)
-            if cl is None:
-                raise EngineError(f"the NIC matched receive {c.rid}, which software does not "
-                                  "shadow")
-            # the NIC filled a receive software had promised to an earlier message: that
-            # message goes back to the unexpected list
+            # the NIC lists a receive only while software holds it pending or claimed (a
+            # claim ends with the remove's answer, queued behind any match of it), so this
+            # is a claim: the NIC filled a receive software had promised to an earlier
+            # message, and that message goes back to the unexpected list
+            cl = self.claims[c.rid]
             self.claims[c.rid] = _Claim(c.mid, c.seq, cl.cancelling)
             m = self.msgs[cl.mid]
             self.unexpected.add(cl.mid, cl.seq, m.comm, m.src, m.tag)
