@@ -79,6 +79,18 @@ class DeviceError(RuntimeError):
     """The device is unusable: CQ overflow, a dead wire, a work request it refuses."""
 
 
+def check_range(regions: dict[str, bytearray], region: str, offset: int, length: int,
+                what: str) -> None:
+    """A work request's bytes must lie inside a registered region, as a device checks them
+    against the memory region's bounds."""
+    mem = regions.get(region)
+    if mem is None:
+        raise DeviceError(f"{what}: no registered region {region!r}")
+    if offset < 0 or offset + length > len(mem):
+        raise DeviceError(f"{what}: bytes {offset}..{offset + length} lie outside region "
+                          f"{region!r} of {len(mem)} bytes")
+
+
 @dataclass(frozen=True)
 class Cqe:
     """A work completion as ibv_wc reports it."""
@@ -562,9 +574,4 @@ class SimDevice:
             raise DeviceError(self._fatal)
 
     def _check_range(self, region: str, offset: int, length: int, what: str) -> None:
-        mem = self.regions.get(region)
-        if mem is None:
-            raise DeviceError(f"{what}: no registered region {region!r}")
-        if offset < 0 or offset + length > len(mem):
-            raise DeviceError(f"{what}: bytes {offset}..{offset + length} lie outside region "
-                              f"{region!r} of {len(mem)} bytes")
+        check_range(self.regions, region, offset, length, what)

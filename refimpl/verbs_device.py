@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verbspec.refimpl import verbs_setup as vs
-from verbspec.refimpl.sim_device import Cqe, DeviceError
+from verbspec.refimpl.sim_device import Cqe, DeviceError, check_range
 
 UC, RC = vs.UC, vs.RC
 CLOSE_WAIT_S = 10.0         # closing waits this long at most for the peer's counts
@@ -303,12 +303,7 @@ class VerbsDevice:
         return {"addr": r.addr, "length": r.length, "rkey": r.rkey}
 
     def _range(self, region: str, offset: int, length: int, what: str) -> _Region:
-        mem = self.regions.get(region)
-        if mem is None:
-            raise DeviceError(f"{what}: no registered region {region!r}")
-        if offset < 0 or offset + length > len(mem):
-            raise DeviceError(f"{what}: bytes {offset}..{offset + length} lie outside region "
-                              f"{region!r} of {len(mem)} bytes")
+        check_range(self.regions, region, offset, length, what)
         found = self._mrs.get(region)
         if found is not None:
             return found[2]
