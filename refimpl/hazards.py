@@ -17,7 +17,7 @@ from verbspec.refimpl.gate_engine import (
 )
 from verbspec.spec.gate import variants as gv
 from verbspec.spec.gate.params import GateConfig
-from verbspec.spec.gate.state import BIG_XFER, DRAIN_POST, SEND
+from verbspec.spec.gate.state import BIG_HDR_SEND, BIG_XFER, DRAIN_POST, SEND
 from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM
 
 
@@ -93,10 +93,20 @@ class DepthMismatch(GateEngine):
 class DrainWithoutRendezvous(GateEngine):
     """Drains its decode window as soon as a big gate is called, before the header."""
 
+    early: bool = False     # this big gate's drain came before its header
+
     def call_big(self, chunks: int) -> Emitted:
         out = super().call_big(chunks)
-        if self.window_active:
+        self.early = self.window_active
+        if self.early:
             self.phase = DRAIN_POST
+        return out
+
+    def _drain_done(self) -> Emitted:
+        out = super()._drain_done()
+        if self.early:
+            # the header exchange is still to come
+            self.early, self.phase = False, BIG_HDR_SEND
         return out
 
 

@@ -17,7 +17,15 @@ from collections.abc import Callable
 from verbspec.refimpl.tagmatch_engine import EAGER, Emitted, Packet, TagMatchEngine
 from verbspec.spec.tagmatch import variants as tv
 from verbspec.spec.tagmatch.offload import SW
-from verbspec.spec.tagmatch.state import FIN_EARLY, NEED_READ, OK, READ_DONE, READING, Params
+from verbspec.spec.tagmatch.state import (
+    FIN_EARLY,
+    FIN_SENT,
+    NEED_READ,
+    OK,
+    READ_DONE,
+    READING,
+    Params,
+)
 
 Ready = frozenset[tuple[str, tuple[int, ...]]]
 
@@ -108,6 +116,16 @@ class FinBeforeRead(HazardEngine):
         self.stage[mid] = FIN_EARLY
         self.fins_out.add(mid)
         return Emitted(fins=(mid,))
+
+    def read_done(self, mid: int) -> Emitted:
+        """A READ whose FIN already went out completes its receive all the same."""
+        self._mid(mid)
+        if self.stage[mid] != FIN_EARLY:
+            return super().read_done(mid)
+        rid = self._rid_of(mid)
+        self.stage[mid] = FIN_SENT
+        self.completion[rid] = self._code(rid, mid)
+        return Emitted(completions=((rid, self.completion[rid]),))
 
 
 class EagerCompleteOnPost(HazardEngine):
