@@ -91,6 +91,16 @@ def check_range(regions: dict[str, bytearray], region: str, offset: int, length:
                           f"{region!r} of {len(mem)} bytes")
 
 
+def check_read(qp_type: str, max_msg: int, wr_id: int, length: int) -> None:
+    """An RDMA READ needs RC and fits the message cap, as a driver refuses it at post time."""
+    if qp_type != RC:
+        raise DeviceError(f"post_read: wr_id {wr_id:#x}: RDMA READ needs a reliable "
+                          f"connection (RC); this queue pair is {qp_type.upper()}")
+    if length > max_msg:
+        raise DeviceError(f"post_read: wr_id {wr_id:#x}: {length} bytes exceed the "
+                          f"{max_msg}-byte message cap")
+
+
 @dataclass(frozen=True)
 class Cqe:
     """A work completion as ibv_wc reports it."""
@@ -225,12 +235,7 @@ class SimDevice:
         opcode "read" once every byte has landed."""
         with self._lock:
             self._check_usable()
-            if self.qp_type != RC:
-                raise DeviceError(f"post_read: wr_id {wr_id:#x}: RDMA READ needs a reliable "
-                                  f"connection (RC); this queue pair is {self.qp_type.upper()}")
-            if length > self.max_msg:
-                raise DeviceError(f"post_read: wr_id {wr_id:#x}: {length} bytes exceed the "
-                                  f"{self.max_msg}-byte message cap")
+            check_read(self.qp_type, self.max_msg, wr_id, length)
             self._check_range(local_region, local_offset, length, "post_read")
             frame = self._rc_post(_Op("read", wr_id, length, True, local_region, local_offset),
                                   _READ_REQ, _READ_FIELDS.pack(0, remote_offset, length)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verbspec.refimpl import verbs_setup as vs
-from verbspec.refimpl.sim_device import Cqe, DeviceError, check_range
+from verbspec.refimpl.sim_device import Cqe, DeviceError, check_range, check_read
 
 UC, RC = vs.UC, vs.RC
 CLOSE_WAIT_S = 10.0         # closing waits this long at most for the peer's counts
@@ -146,12 +146,7 @@ class VerbsDevice:
         ``remote_region`` into ``local_region`` at ``local_offset`` (RC only)."""
         from pyverbs.wr import SGE, SendWR
 
-        if self.qp_type != RC:
-            raise DeviceError(f"post_read: wr_id {wr_id:#x}: RDMA READ needs a reliable "
-                              f"connection (RC); this queue pair is {self.qp_type.upper()}")
-        if length > self.max_msg:
-            raise DeviceError(f"post_read: wr_id {wr_id:#x}: {length} bytes exceed the "
-                              f"{self.max_msg}-byte message cap")
+        check_read(self.qp_type, self.max_msg, wr_id, length)
         r = self._range(local_region, local_offset, length, "post_read")
         remote = self._remote_region(remote_region)
         if remote_offset < 0 or remote_offset + length > remote.length:
