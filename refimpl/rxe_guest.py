@@ -293,6 +293,10 @@ def _setup_commands() -> str:
     for dev, addr in VETH_ADDRS.items():
         lines += [f"ip addr add {addr} dev {dev}", f"ip link set {dev} up"]
     lines += [f"rdma link add {rxe} type rxe netdev {net}" for rxe, net in RXE_LINKS.items()]
+    # the veth ends' IPv6 link-local addresses are the devices' GID 0; while duplicate address
+    # detection holds them tentative, a queue pair's move to RTR on them times out
+    lines.append("i=0; while [ $i -lt 200 ] && ip -6 addr show tentative | grep -q inet6; "
+                 "do sleep 0.1; i=$((i+1)); done")
     return "; ".join(lines)
 
 
