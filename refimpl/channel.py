@@ -5,9 +5,8 @@ on a transport: a device that posts work requests and polls completions (``SimDe
 real verbs device) and the TCP side channel. ``exchange`` sends this rank's vector for one gate
 and returns the peer's; ``drain`` takes the armed decode window down (both ranks call it at the
 same point); ``big_exchange`` moves a bulk buffer both ways in big-gate windows, once the window
-is drained. Every failure ends in
-``GateError`` carrying the protocol's message, and the channel then refuses further use until it
-is set up again (a new channel).
+is drained. Every failure ends in ``GateError`` carrying the protocol's message, and the channel
+then refuses further use until it is set up again (a new channel).
 
 Every payload is checked: a vector travels with a 16-byte trailer (its gate's seq, a CRC-32 of
 the vector, a magic) and a big-gate chunk with one of its own (the big gate's number, the chunk's
