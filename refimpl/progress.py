@@ -41,8 +41,10 @@ class Progress:
         self.status: Status | None = None
         self.task = "starting"
         self.text = ""
+        self.between_tasks = False   # after a task's done line, no heartbeat until the next
         self.t0 = self.started = time.perf_counter()
         self._stop = threading.Event()
+        self._lock = threading.Lock()   # a beat and a task's own line never interleave
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Progress:
@@ -68,10 +70,12 @@ class Progress:
             self._thread = None
 
     def start(self, task: str) -> None:
-        self.task, self.text, self.t0 = task, "", time.perf_counter()
         if self.status:
             self.status.update(task)
-        self._log(f"{task}: started")
+        with self._lock:
+            self.task, self.text, self.t0 = task, "", time.perf_counter()
+            self.between_tasks = False
+            self._log(f"{task}: started")
 
     def note(self, text: str) -> None:
         self.text = text
@@ -81,10 +85,14 @@ class Progress:
     def done(self) -> None:
         if self.live:
             self.console.log(f"{self.task} done in {time.perf_counter() - self.t0:.1f}s")
-        self._log(f"{self.task}: done in {time.perf_counter() - self.t0:.1f}s")
+        with self._lock:
+            self.between_tasks = True
+            self._log(f"{self.task}: done in {time.perf_counter() - self.t0:.1f}s")
 
     def summary(self, results: list[Result], code: int) -> None:
-        """One closing line for a log: how many verdicts of each kind, the time, the exit."""
+        """One closing line for a log: how many verdicts of each kind, the time, the exit. The
+        heartbeat stops first, so the closing line is the log's last."""
+        self.stop()
         counts = Counter(r.verdict for r in results)
         kinds = ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "no results"
         self._log(f"{len(results)} results ({kinds}) in "
@@ -97,9 +105,12 @@ class Progress:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
-            note = f": {self.text}" if self.text else ""
-            self._log(f"{self.task}{note} (running {time.perf_counter() - self.t0:.0f}s, "
-                      f"total {time.perf_counter() - self.started:.0f}s)")
+            with self._lock:
+                if self.between_tasks or self._stop.is_set():
+                    continue
+                note = f": {self.text}" if self.text else ""
+                self._log(f"{self.task}{note} (running {time.perf_counter() - self.t0:.0f}s, "
+                          f"total {time.perf_counter() - self.started:.0f}s)")
 
 
 def print_results(results: list[Result], code: int) -> None:
