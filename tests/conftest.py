@@ -4,7 +4,10 @@ that need something this machine may lack (MPICH, a device): they skip, saying w
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +24,26 @@ def require(tier: str, missing: str | None) -> None:
     if os.environ.get(f"VERBSPEC_REQUIRE_{tier.upper()}") == "1":
         pytest.fail(f"the {tier} tier is required here but cannot run: {missing}")
     pytest.skip(missing)
+
+
+def computed_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+                  compute: Callable[[Path], object]) -> object:
+    """``compute(directory)``'s JSON result, computed by one pytest-xdist worker of the run and
+    read back by the others: a module fixture is otherwise built once per worker."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent          # the run's directory, shared by its workers
+    where = root / f"once-{name}"
+    where.mkdir(exist_ok=True)
+    with open(where / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = where / "result.json"
+        if not result.exists():
+            value = compute(where)
+            tmp = where / "result.json.tmp"
+            tmp.write_text(json.dumps(value))
+            tmp.replace(result)
+        return json.loads(result.read_text())
 
 
 def native_module(engine: str):

@@ -56,8 +56,8 @@ BIG_POINTS: tuple[tuple[dict, tuple[str, ...]], ...] = (
     ({**BIG, "big_depth": 4, "cq_depth": 40}, ("depth-mismatch",)),
     ({**BIG, "faults": 1, "big_depth": 3, "cq_depth": 40}, ("depth-mismatch",)),
 )
-PAIRS_WANTED = 10_000
-LEMMA_PAIRS_WANTED = 2_000
+PAIRS_WANTED = 4_000
+LEMMA_PAIRS_WANTED = 1_000
 
 
 class Checker:
@@ -215,16 +215,6 @@ def test_configurations_outside_the_model_are_inconclusive_and_say_why():
     results = induction.prove({"big_gates": 0}, ["no-seq-check"])
     assert all(r.verdict == "inconclusive" for r in results)
     assert "no-seq-check with faults=1" in results[0].detail
-
-
-@pytest.mark.slow
-def test_no_barrier_is_refuted_not_proved(tmp_path):
-    # the invariants a variant breaks must not be assumed while proving the others
-    results = {r.invariant: r for r in induction.prove(DECODE, ["no-barrier"], trace_dir=tmp_path)}
-    bad = results["no_silent_drop"]
-    assert bad.verdict == "violated" and bad.bound == "shortest trace: 6 steps"
-    assert main(["replay", bad.trace]) == 1
-    assert all(r.verdict != "proved" for n, r in results.items() if n != "mode_exclusive")
 
 
 def test_the_deadlock_check_can_fail(monkeypatch):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from verbspec.proofs.run import METHODS, Options, run_method
+from verbspec.refimpl.cli import main
 from verbspec.spec.gate import system as gate_system
 from verbspec.spec.gate.system import VARIANTS
 
@@ -75,6 +76,11 @@ def test_the_three_methods_agree_in_the_decode_scope(variants, broken, tmp_path)
         bmc = next(r for r in by_method["bmc"] if r.verdict == "violated")
         prove = next(r for r in by_method["prove"] if r.invariant == broken)
         assert prove.bound == f"shortest trace: {bmc.bound.split()[2]} steps"
+        assert main(["replay", prove.trace]) == 1
+        # the invariant a variant breaks is not assumed while proving the others: those that
+        # need it are not proved (mode_exclusive needs none of them)
+        assert all(r.verdict != "proved" for r in by_method["prove"]
+                   if r.invariant != "mode_exclusive"), by_method["prove"]
 
 
 @pytest.mark.parametrize("variant", [

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require
+from conftest import computed_once, require
 from tagmatch_cases import EAGER_LIMIT, case_events
 
 from verbspec.refimpl import scenario as sc
@@ -62,11 +62,14 @@ def _launch(tmp: Path, seed: int, ranks: int, cases: int) -> tuple[list[dict], d
 @pytest.fixture(scope="module")
 def oracle_runs(tmp_path_factory):
     require("mpi", _skip_reason())
-    tmp = tmp_path_factory.mktemp("mpi")
-    per = -(-CASES // len(LAUNCHES))
-    t0 = time.perf_counter()
-    runs = [_launch(tmp, seed, ranks, per) for seed, ranks in LAUNCHES]
-    return runs, time.perf_counter() - t0
+
+    def launch_all(tmp: Path) -> tuple[list, float]:
+        per = -(-CASES // len(LAUNCHES))
+        t0 = time.perf_counter()
+        runs = [_launch(tmp, seed, ranks, per) for seed, ranks in LAUNCHES]
+        return runs, time.perf_counter() - t0
+
+    return computed_once(tmp_path_factory, "mpi-oracle", launch_all)
 
 
 def test_mpi_agrees_with_verbspec_match(oracle_runs):

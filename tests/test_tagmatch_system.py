@@ -207,17 +207,13 @@ def test_a_row_is_proved_only_when_both_its_proofs_are():
     assert tm_prove._combine(broken, stuck).verdict == "violated"
 
 @pytest.mark.slow
-@pytest.mark.parametrize("values", [
-    {"senders": 2, "messages": 1, "receives": 2},
-    {"senders": 2, "messages": 2, "receives": 1},
-])
-def test_two_senders_hold_over_every_reachable_state(values):
-    res = bounded_search(ts.build(values), depth=200)
+def test_two_senders_hold_over_every_reachable_state():
+    res = bounded_search(ts.build({"senders": 2, "messages": 1, "receives": 2}), depth=200)
     assert res.violation is None and res.exhausted
 
 
 @pytest.mark.slow
 def test_larger_instance_explored():
     values = {"senders": 2, "messages": 2, "receives": 3, "tags": 2}
-    res = explore(ts.build(values), examples=3000, steps=60, seed=9)
+    res = explore(ts.build(values), examples=1500, steps=60, seed=9)
     assert res.violation is None, res.violation
