@@ -33,6 +33,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Superword vectorization would gather a record's fields, which arrive in separate registers,
+ * through a vector register before storing them; on these short paths that costs more
+ * instructions than the scalar stores it replaces. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-slp-vectorize")
+#endif
+
 /* VS_MUTANT N compiles in a single deliberate fault (tests/test_native_tag.py's mutants). */
 #ifndef VS_MUTANT
 #define VS_MUTANT 0
@@ -164,6 +171,7 @@ struct vs_tag {
     vs_tag_cqe *x_cq;
     int32_t x_cq_cap;
 
+    bool refused;                   /* the last call was refused: err and err_arg hold why */
     char err[256];
     int err_arg;
 };
@@ -176,6 +184,7 @@ COLD int refuse(vs_tag *e, int arg, const char *fmt, ...)
     vsnprintf(e->err, sizeof e->err, fmt, ap);
     va_end(ap);
     e->err_arg = arg;
+    e->refused = true;
     return VS_TAG_REFUSED;
 }
 
@@ -183,16 +192,17 @@ COLD int nomem(vs_tag *e)
 {
     snprintf(e->err, sizeof e->err, "out of memory");
     e->err_arg = -1;
+    e->refused = true;
     return VS_TAG_NOMEM;
 }
 
-/* Every call starts with nothing emitted and no error. */
+/* Every call starts with nothing emitted and no error (the error's text and argument are
+ * read through e->refused, so they need not be cleared). */
 HOT void begin(vs_tag *e)
 {
     memset(&e->out, 0, offsetof(vs_tag_out, probe));  /* kinds and the counts */
     e->out.probe = -1;
-    e->err[0] = '\0';
-    e->err_arg = -1;
+    e->refused = false;
 }
 
 /* Python's repr of a refimpl Packet, so refusals read the same in both engines. */
@@ -432,13 +442,14 @@ HOT void l_unlink(void *base, size_t size, size_t off, vs_list *l, int32_t id)
     e->mlink, sizeof(vs_mlink), offsetof(vs_mlink, link) + (size_t)(s) * sizeof(vs_link)
 
 /* Message ``mid`` into an unexpected list kept in arrival-key order: appended, or walked back
- * from the tail when it is older (a message put back after a revoked match). */
-HOT void unx_insert(vs_tag *e, int set, vs_list *l, int32_t mid)
+ * from the tail when it is older (a message put back after a revoked match). `offload` is
+ * e->offload, a constant where the caller knows it. */
+HOT void unx_insert(vs_tag *e, bool offload, int set, vs_list *l, int32_t mid)
 {
     /* without offload every message is newer than those before it */
     vs_mlink *ml = e->mlink;
     int64_t key = ml[mid].useq;
-    if (!e->offload || l->tail < 0 || ml[l->tail].useq < key) {
+    if (!offload || l->tail < 0 || ml[l->tail].useq < key) {
         l_append(MSG_SET(set), l, mid);
         return;
     }
@@ -558,27 +569,27 @@ HOT int32_t posted_earliest(const vs_tag *e, int32_t comm, int32_t src, int32_t 
  * when the list is next empty unless it was looked in again meanwhile (e->unx_used). Traffic
  * that uses one kind thus pays for one table. vs_tag_reset keeps these bits as it keeps the
  * memory. With one communicator the arrival list is the (comm, ANY, ANY) bucket itself. */
-HOT void unx_index(vs_tag *e, int k, int32_t mid)
+HOT void unx_index(vs_tag *e, bool offload, int k, int32_t mid)
 {
     const vs_msg *m = &e->msg[mid];
     vs_mlink *ml = &e->mlink[mid];
     ml->bucket[k] = (uint32_t)slot_of(&e->unx[k], env_key(e, k, m->comm, m->src, m->tag));
-    unx_insert(e, k, &e->unx[k].b[ml->bucket[k]], mid);
+    unx_insert(e, offload, k, &e->unx[k].b[ml->bucket[k]], mid);
 }
 
-HOT void unexpected_add(vs_tag *e, int32_t mid, int64_t key)
+HOT void unexpected_add(vs_tag *e, bool offload, int32_t mid, int64_t key)
 {
     e->mlink[mid].useq = key;
     unsigned on = e->unx_on;        /* each kind written out, to be compiled for it */
     if (on & (1u << K_EXACT))
-        unx_index(e, K_EXACT, mid);
+        unx_index(e, offload, K_EXACT, mid);
     if (on & (1u << K_ANY_SRC))
-        unx_index(e, K_ANY_SRC, mid);
+        unx_index(e, offload, K_ANY_SRC, mid);
     if (on & (1u << K_ANY_TAG))
-        unx_index(e, K_ANY_TAG, mid);
+        unx_index(e, offload, K_ANY_TAG, mid);
     if (on & (1u << K_ANY_BOTH))
-        unx_index(e, K_ANY_BOTH, mid);
-    unx_insert(e, ML_ARRIVAL, &e->arrival, mid);
+        unx_index(e, offload, K_ANY_BOTH, mid);
+    unx_insert(e, offload, ML_ARRIVAL, &e->arrival, mid);
     e->nunexpected++;
 }
 
@@ -606,7 +617,7 @@ HOT void unexpected_take(vs_tag *e, int32_t mid)
 static void unx_index_all(vs_tag *e, int k)
 {
     for (int32_t m = e->arrival.head; m >= 0; m = e->mlink[m].link[ML_ARRIVAL].next)
-        unx_index(e, k, m);
+        unx_index(e, e->offload, k, m);
     e->unx_on |= 1u << k;
 }
 
@@ -850,8 +861,8 @@ void vs_tag_destroy(vs_tag *e)
     free(e);
 }
 
-const char *vs_tag_error(const vs_tag *e) { return e->err; }
-int vs_tag_error_arg(const vs_tag *e) { return e->err_arg; }
+const char *vs_tag_error(const vs_tag *e) { return e->refused ? e->err : ""; }
+int vs_tag_error_arg(const vs_tag *e) { return e->refused ? e->err_arg : -1; }
 const vs_tag_out *vs_tag_emitted(const vs_tag *e) { return &e->out; }
 
 /* ------------------------------------------------------------------ the view */
@@ -1049,16 +1060,16 @@ HOT void matched(vs_tag *e, int32_t rid, int32_t mid, int32_t revoked_rid,
     }
     e->recv[rid].status = mid;
     e->msg[mid].matched_to = rid;
-    e->out.kinds |= VS_TAG_OUT_MATCHES;
     e->out.nmatches = 1;
     e->out.matches[0] = (vs_tag_pair){rid, mid};
     if (e->msg[mid].kind == VS_TAG_EAGER) {
-        e->recv[rid].completion = code_of(e, rid, mid);
-        e->out.kinds |= VS_TAG_OUT_COMPLETIONS;
+        int32_t code = code_of(e, rid, mid);
+        e->recv[rid].completion = (uint8_t)code;
+        e->out.kinds |= VS_TAG_OUT_MATCHES | VS_TAG_OUT_COMPLETIONS;
         e->out.ncompletions = 1;
-        e->out.completions[0] =
-            (vs_tag_completion){rid, e->recv[rid].completion};
+        e->out.completions[0] = (vs_tag_completion){rid, code};
     } else {
+        e->out.kinds |= VS_TAG_OUT_MATCHES;
         e->msg[mid].stage = VS_TAG_NEED_READ;
     }
 }
@@ -1254,7 +1265,7 @@ APART int delivered_offload(vs_tag *e, int32_t mid)
  * (delivered_unexpected). */
 APART int delivered_unexpected(vs_tag *e, int32_t mid)
 {
-    unexpected_add(e, mid, ++e->order);
+    unexpected_add(e, false, mid, ++e->order);
     return VS_TAG_OK;
 }
 
@@ -1374,16 +1385,49 @@ APART int post_recv_slow(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int6
                           (int32_t)nbytes);
 }
 
+/* A receive posted (without offload) while messages are unexpected: it may take one. */
+APART int post_recv_sw(vs_tag *e, int32_t comm, int32_t src, int32_t tag, int32_t nbytes)
+{
+    return post_recv_body(e, false, comm, src, tag, nbytes);
+}
+
+/* A receive of kind k posted (without offload) while no message is unexpected: it joins its
+ * posted bucket. */
+HOT int post_recv_pending_as(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag,
+                             int32_t nbytes)
+{
+    int32_t rid = e->nrecvs++;
+    e->recv[rid] = (vs_recv){comm, src, tag, nbytes, {-1, -1}, VS_TAG_PENDING, (uint8_t)k, 0,
+                             VS_TAG_SW, 0};
+    posted_add(e, rid, k, comm, src, tag);
+    return VS_TAG_OK;
+}
+
 int vs_tag_post_recv(vs_tag *e, int64_t comm, int64_t src, int64_t tag, int64_t nbytes)
 {
     begin(e);
-    if (in_id_range(comm, e->cfg.comms)
-        && (in_id_range(src, e->cfg.senders) || src == VS_TAG_ANY)
-        && (in_id_range(tag, e->cfg.tags) || tag == VS_TAG_ANY)
-        && in_range(nbytes, 1, e->cfg.max_bytes) && e->nrecvs < e->rcap && !e->offload)
-        return post_recv_body(e, false, (int32_t)comm, (int32_t)src, (int32_t)tag,
-                              (int32_t)nbytes);
-    return post_recv_slow(e, comm, src, tag, nbytes);
+    if (!(in_id_range(comm, e->cfg.comms)
+          && (in_id_range(src, e->cfg.senders) || src == VS_TAG_ANY)
+          && (in_id_range(tag, e->cfg.tags) || tag == VS_TAG_ANY)
+          && in_range(nbytes, 1, e->cfg.max_bytes) && e->nrecvs < e->rcap && !e->offload))
+        return post_recv_slow(e, comm, src, tag, nbytes);
+    /* the usual paths, each compiled on its own: nothing unexpected to search, or a search */
+    if (e->nunexpected > 0)
+        return post_recv_sw(e, (int32_t)comm, (int32_t)src, (int32_t)tag, (int32_t)nbytes);
+    switch (kind_of(src, tag)) {
+    case K_EXACT:
+        return post_recv_pending_as(e, K_EXACT, (int32_t)comm, (int32_t)src, (int32_t)tag,
+                                    (int32_t)nbytes);
+    case K_ANY_SRC:
+        return post_recv_pending_as(e, K_ANY_SRC, (int32_t)comm, (int32_t)src, (int32_t)tag,
+                                    (int32_t)nbytes);
+    case K_ANY_TAG:
+        return post_recv_pending_as(e, K_ANY_TAG, (int32_t)comm, (int32_t)src, (int32_t)tag,
+                                    (int32_t)nbytes);
+    default:
+        return post_recv_pending_as(e, K_ANY_BOTH, (int32_t)comm, (int32_t)src, (int32_t)tag,
+                                    (int32_t)nbytes);
+    }
 }
 
 int vs_tag_cancel(vs_tag *e, int64_t rid)
@@ -1589,7 +1633,7 @@ int vs_tag_sw_complete(vs_tag *e)
         int32_t old = x->claim_mid;
         int64_t old_seq = x->claim_seq;
         claim_set(e, c.rid, c.mid, c.seq, x->claim_cancelling);
-        unexpected_add(e, old, old_seq);
+        unexpected_add(e, true, old, old_seq);
         matched(e, c.rid, c.mid, c.rid, old);
         return VS_TAG_OK;
     }
@@ -1599,7 +1643,7 @@ int vs_tag_sw_complete(vs_tag *e)
         vs_list *bucket;
         int32_t rid = posted_earliest(e, m->comm, m->src, m->tag, &bucket);
         if (rid < 0) {
-            unexpected_add(e, c.mid, c.seq);
+            unexpected_add(e, true, c.mid, c.seq);
             return VS_TAG_OK;
         }
         int32_t loc = unpost(e, rid);

@@ -415,6 +415,17 @@ def test_a_reset_engine_holding_messages_no_receive_looked_for_is_new(tag_module
     assert differential(lambda _: nat, values, 13, 600) > 200
 
 
+def test_a_call_after_a_refusal_leaves_no_error(tag_module):
+    nat = NativeTagEngine(build({}).params)
+    ffi, lib = nat.mod.ffi, nat.mod.lib
+    assert ffi.string(lib.vs_tag_error(nat._e)) == b"" and lib.vs_tag_error_arg(nat._e) == -1
+    with pytest.raises(EngineError, match="was never posted"):
+        nat.cancel(0)
+    assert ffi.string(lib.vs_tag_error(nat._e)) != b"" and lib.vs_tag_error_arg(nat._e) == 0
+    nat.send(0, 0, 0, 1)
+    assert ffi.string(lib.vs_tag_error(nat._e)) == b"" and lib.vs_tag_error_arg(nat._e) == -1
+
+
 def test_destroying_no_engine_is_allowed(tag_module):
     tag_module.lib.vs_tag_destroy(tag_module.ffi.NULL)
 
