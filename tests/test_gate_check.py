@@ -69,7 +69,7 @@ def test_no_barrier_shrinks_to_a_handful_of_steps(tmp_path, capsys):
 ])
 def test_base_protocol_holds_under_exploration(params, tmp_path, capsys):
     flags = [f for p in params for f in ("--param", p)]
-    code, doc = check(capsys, "--method", "explore", "--examples", "60", *flags,
+    code, doc = check(capsys, "--method", "explore", "--examples", "30", *flags,
                       "--trace-dir", str(tmp_path))
     assert [r["invariant"] for r in doc["results"]] == list(INVARIANTS)
     assert code == 0, [r for r in doc["results"] if r["verdict"] != "held"]
