@@ -22,6 +22,7 @@ engine names both "stage"; their roles differ by direction).
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import sys
@@ -84,12 +85,22 @@ def gate_config(values: dict[str, Any] | None = None,
     return make_config(check_values(PARAMS, values))
 
 
-def regions_for(cfg: GateConfig) -> dict[str, bytearray]:
+def region(n: int) -> bytearray | mmap.mmap:
+    """``n`` zeroed bytes of memory for a region, in pages of their own (an anonymous
+    mapping), as registered memory is. A channel's regions are megabytes (the staging areas)
+    and a process sets channels up again and again: a mapping goes back to the system when
+    its channel is dropped, where megabytes from the C heap would stay with the process as a
+    free hole that other allocations split, so that the next channel's regions may not fit
+    and the heap grows. A page counts as resident only once it is touched."""
+    return mmap.mmap(-1, n) if n else bytearray()
+
+
+def regions_for(cfg: GateConfig) -> dict[str, bytearray | mmap.mmap]:
     """The rank's registered memory for a configuration."""
     stage = cfg.big_window(cfg.rq_depth) * cfg.max_msg
-    return {"in": bytearray(cfg.n_slots * cfg.vec_bytes),
-            "out": bytearray(cfg.n_slots * cfg.vec_bytes),
-            "stage": bytearray(stage), "stage_out": bytearray(stage), "none": bytearray()}
+    return {"in": region(cfg.n_slots * cfg.vec_bytes),
+            "out": region(cfg.n_slots * cfg.vec_bytes),
+            "stage": region(stage), "stage_out": region(stage), "none": bytearray()}
 
 
 @dataclass

@@ -11,8 +11,9 @@ payload is compared with what the peer sent; a wrong payload accepted is the one
 must never see. Both ranks draw the same plan from the seed, so they agree on every session.
 
 The report: gates exchanged, sessions, faults injected by kind, errors raised by kind (each
-message with its numbers blanked), wrong payloads accepted, each rank's resident memory at the
-start and the end.
+message with its numbers blanked), wrong payloads accepted, each rank's resident memory after
+its first session and after its last (each with the session's channel dropped) and the most
+after any session.
 """
 
 from __future__ import annotations
@@ -123,14 +124,12 @@ def soak_rank(pair: SimPair, rank: int, arg: tuple[Any, ...]) -> dict[str, Any]:
     tally: dict[str, Any] = {"gates": 0, "big_gates": 0, "wrong": 0, "sessions": 0,
                              "faults": Counter(), "errors": Counter(), "clean_sessions": 0,
                              "outcomes": defaultdict(Counter)}
-    rss_start = 0
+    rss: list[int] = []         # resident memory after each session, its channel dropped
     index = 0
     while True:
         s = plan(seed, index)
         index += 1
         ch = open_channel(pair, rank, cfg, engine)
-        if rss_start == 0:
-            rss_start = rss_kib()
         # rank 0 says, before the session's first gate, whether the run goes on
         if not _go_on(ch, rank, tally["gates"] < target):
             close_channel(ch)
@@ -146,7 +145,9 @@ def soak_rank(pair: SimPair, rank: int, arg: tuple[Any, ...]) -> dict[str, Any]:
             close_channel(ch)
         tally["outcomes"][s.fault][outcome] += 1
         tally["sessions"] += 1
-    tally["rss_kib"] = (rss_start, rss_kib())
+        del ch
+        rss.append(rss_kib())
+    tally["rss_kib"] = (rss[0], rss[-1], max(rss)) if rss else (0, 0, 0)
     tally["outcomes"] = {k: dict(v) for k, v in tally["outcomes"].items()}
     return tally
 
@@ -178,8 +179,9 @@ def soak_main(gates: int, seed: int, engine: str, as_json: bool) -> int:
         "wrong_payloads_accepted": sum(r["wrong"] for r in ranks),
         # per fault kind, how each rank's sessions ended
         "session_outcomes": {f"rank{i}": r["outcomes"] for i, r in enumerate(ranks)},
-        "rss_kib": {f"rank{i}": {"start": r["rss_kib"][0], "end": r["rss_kib"][1]}
-                    for i, r in enumerate(ranks)},
+        # after the first session and after the last, each with its channel dropped
+        "rss_kib": {f"rank{i}": {"start": r["rss_kib"][0], "end": r["rss_kib"][1],
+                                 "max": r["rss_kib"][2]} for i, r in enumerate(ranks)},
         "engine": in_use, "transport": "sim", "seconds": round(wall, 1),
         "run_errors": errors,
     }
@@ -191,7 +193,8 @@ def soak_main(gates: int, seed: int, engine: str, as_json: bool) -> int:
                 ["wrong payloads accepted", str(report["wrong_payloads_accepted"])],
                 *[[f"fault injected: {k}", str(v)] for k, v in report["faults"].items()],
                 *[[f"raised: {k}", str(v)] for k, v in report["errors_by_kind"].items()],
-                *[[f"RSS {k} start / end", f"{v['start']:,} / {v['end']:,} KiB"]
+                *[[f"RSS {k} first / last session (max)",
+                   f"{v['start']:,} / {v['end']:,} ({v['max']:,}) KiB"]
                   for k, v in report["rss_kib"].items()],
                 ["engine, transport", f"{in_use}, sim"], ["wall time", f"{wall:.1f} s"]]
         print_table("verbspec bench soak", ["measure", "value"], rows)

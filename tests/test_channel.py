@@ -13,7 +13,7 @@ from conftest import native_module
 
 from verbspec.refimpl.channel import TRAILER, GateChannel, GateError, gate_config
 from verbspec.refimpl.demo import big_data, vector
-from verbspec.refimpl.sim import run_ranks
+from verbspec.refimpl.sim import close_channel, run_ranks
 from verbspec.spec.gate import errors
 from verbspec.spec.params import ParamError
 
@@ -134,6 +134,43 @@ def test_a_dead_peer_is_seen_within_the_timeout():
     assert time.monotonic() - t < 10
 
 
+def delay_some(ch: GateChannel, rank: int, _arg) -> int:
+    """Rank 1's sends of gates 4..8 each wait a quarter of the timeout before leaving."""
+    wrong = gates(ch, rank, 1, 3)
+    if rank == 1:
+        ch.device.delay_sends(ch.cfg.timeout_ms / 1000 / 4)
+    wrong += gates(ch, rank, 4, 5)
+    if rank == 1:
+        ch.device.delay_sends(0.0)
+    return wrong + gates(ch, rank, 9, 5)
+
+
+def test_a_delay_within_the_timeout_is_not_a_failure(engine):
+    out = run_ranks(SMALL, delay_some, (None, None), engine=engine, timeout_s=30)
+    for o in out:
+        assert o.error == "", o.error
+        assert o.result == 0 and o.dropped == 0
+
+
+def leave_silently(ch: GateChannel, rank: int) -> None:
+    gates(ch, rank, 1, 5)
+    if rank == 1:
+        close_channel(ch)       # the device and side channel go down without a word
+        time.sleep(LINGER_S)
+        return
+    gates(ch, rank, 6, 5)
+
+
+def test_a_peer_that_drops_its_channel_is_seen_within_the_timeout(engine):
+    t = time.monotonic()
+    out = run_ranks(SMALL, expect_failure, (leave_silently, leave_silently), engine=engine,
+                    timeout_s=30)
+    assert out[0].result["error"] in (errors.GATE_PEER(),
+                                      errors.GATE_TIMEOUT(seq=6, recv_done=5))
+    assert out[0].result["after"].startswith("the channel failed")
+    assert time.monotonic() - t < 10
+
+
 def overflow(ch: GateChannel, rank: int) -> None:
     gates(ch, rank, 1, 2)
     if rank == 0:
@@ -186,10 +223,10 @@ def misuse(ch: GateChannel, rank: int, what: str) -> str:
     ("big while armed", "big_exchange: the decode receive window is armed: drain() it first, "
                         "on both ranks"),
 ])
-def test_misuse_is_refused_by_name(what, text):
-    out = run_ranks(SMALL, lambda ch, r, a: misuse(ch, r, a), (what, what), engine="python",
+def test_misuse_is_refused_by_name(what, text, engine):
+    out = run_ranks(SMALL, lambda ch, r, a: misuse(ch, r, a), (what, what), engine=engine,
                     timeout_s=30)
-    assert out[0].result == text
+    assert [o.result for o in out] == [text, text]
 
 
 @pytest.mark.parametrize("values, name", [({"timeout_ms": 0}, "timeout_ms"),

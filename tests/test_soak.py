@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from conftest import native_module
+
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.soak import FAULTS
 
@@ -30,3 +33,67 @@ def test_a_short_soak_recovers_from_every_fault_and_accepts_nothing_wrong(capsys
 def test_soak_refuses_bad_arguments(capsys):
     assert main(["bench", "soak", "--gates", "0"]) == 3
     assert "--gates must be at least 1" in capsys.readouterr().err
+
+
+def live(kinds: tuple[type, ...]) -> dict[str, int]:
+    """Objects of each kind still alive, with the rank's threads and open descriptors."""
+    import gc
+    import os
+    import threading
+
+    gc.collect()
+    counts = {k.__name__: 0 for k in kinds}
+    for o in gc.get_objects():
+        if type(o) in kinds:
+            counts[type(o).__name__] += 1
+    return {**counts, "threads": threading.active_count(),
+            "fds": len(os.listdir("/proc/self/fd"))}
+
+
+def sessions(pair, rank: int, arg) -> list[dict[str, int]]:
+    """Sessions of a few gates, every other one ended by a CQ overflow on rank 0; what is
+    alive after the first and after the last."""
+    from verbspec.refimpl.channel import GateError
+    from verbspec.refimpl.demo import vector
+    from verbspec.refimpl.sim import close_channel, open_channel
+    from verbspec.refimpl.sim_device import SimDevice
+
+    cfg, engine, n = arg
+    after = []
+    for i in range(n):
+        ch = open_channel(pair, rank, cfg, engine)
+        kinds = (type(ch), SimDevice, type(ch.engine), type(ch.side))
+        try:
+            for seq in range(1, 6):
+                if i % 2 and rank == 0 and seq == 3:
+                    ch.device.overflow_cq()
+                slot = cfg.slot(seq)
+                ch.exchange(slot // 2, slot % 2, vector(rank, seq, ch.vector_bytes))
+        except GateError:
+            pass
+        finally:
+            close_channel(ch)
+        del ch
+        if i in (0, n - 1):
+            after.append(live(kinds))
+    return after
+
+
+@pytest.mark.parametrize("engine", ["python", "native"])
+def test_sessions_leave_nothing_behind(engine):
+    """Each session's channel, device, engine (a native engine's handle with it), NIC thread
+    and sockets are gone once it is closed: what is alive after the last of many sessions is
+    what was alive after the first."""
+    from verbspec.refimpl.channel import gate_config
+    from verbspec.refimpl.sim import run_pair
+
+    if engine == "native":
+        native_module("gate")
+    cfg = gate_config({"window": 4, "timeout_ms": 300})
+    out = run_pair(sessions, ((cfg, engine, 12),) * 2, timeout_s=120)
+    for o in out:
+        assert o.error == "", o.error
+        first, last = o.result
+        assert first == last
+        assert [v for k, v in last.items() if k not in ("threads", "fds")] == [0, 0, 0, 0]
+        assert last["threads"] == 1

@@ -167,7 +167,8 @@ def refusals(ep: TaggedEndpoint, rank: int, _) -> list[str]:
     out = []
     for call in (lambda: ep.isend(b"x", 1 - rank, TAG_UB + 1), lambda: ep.isend(b"x", 1 - rank,
                                                                                   -1),
-                 lambda: ep.irecv(1, 1 - rank, -2), lambda: ep.isend(b"x", 5, 0),
+                 lambda: ep.irecv(1, 1 - rank, -2), lambda: ep.irecv(1, 1 - rank, TAG_UB + 1),
+                 lambda: ep.isend(b"x", 5, 0),
                  lambda: ep.irecv(1, 1 - rank, 0, comm=-1)):
         try:
             call()
@@ -186,6 +187,8 @@ def test_tags_outside_the_bound_and_bad_ranks_are_refused_as_mpi_refuses_them():
         f"MPI_ERR_TAG: isend: invalid tag {TAG_UB + 1}: tags are 0..2147483647 (MPI_TAG_UB)",
         "MPI_ERR_TAG: isend: invalid tag -1: tags are 0..2147483647 (MPI_TAG_UB)",
         "MPI_ERR_TAG: irecv: invalid tag -2: tags are 0..2147483647 (MPI_TAG_UB) or ANY_TAG",
+        f"MPI_ERR_TAG: irecv: invalid tag {TAG_UB + 1}: tags are 0..2147483647 (MPI_TAG_UB) "
+        "or ANY_TAG",
         "MPI_ERR_RANK: isend: invalid rank 5: this endpoint (rank 0) reaches ranks [1]",
         "MPI_ERR_COMM: irecv: invalid communicator -1: communicators are 0..2147483647",
         "ok!!"]
@@ -413,6 +416,8 @@ def test_ranks_with_different_configurations_refuse_each_other():
 def test_configuration_is_validated():
     with pytest.raises(TaggedError, match="bounces=0: expected an integer of at least 1"):
         TaggedConfig(bounces=0)
+    with pytest.raises(TaggedError, match="timeout_ms=0: expected an integer of at least 1"):
+        TaggedConfig(timeout_ms=0)
     with pytest.raises(TaggedError, match="eager_limit=70000: a 60-byte header"):
         TaggedConfig(eager_limit=70000)
 
