@@ -34,7 +34,7 @@ from typing import Any, NoReturn, Protocol
 
 from verbspec.refimpl import gate_engine as ge
 from verbspec.refimpl.side_channel import BYTE, HEADER_KIND, SideChannelTimeout
-from verbspec.refimpl.sim_device import DeviceError
+from verbspec.refimpl.sim_device import DeviceError, Regions
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import BIG_HDR_READ, BIG_XFER
 from verbspec.spec.gate.wire import TAG_MASK, TcpItem
@@ -55,7 +55,7 @@ class GateError(RuntimeError):
 
 
 class Device(Protocol):
-    regions: dict[str, bytearray]
+    regions: Regions
 
     def post_recv(self, wrs: list[tuple[int, str, int, int]]) -> None: ...
     def post_send(self, wrs: list[tuple[int, str, int, int, bool]]) -> None: ...
@@ -95,7 +95,7 @@ def region(n: int) -> bytearray | mmap.mmap:
     return mmap.mmap(-1, n) if n else bytearray()
 
 
-def regions_for(cfg: GateConfig) -> dict[str, bytearray | mmap.mmap]:
+def regions_for(cfg: GateConfig) -> Regions:
     """The rank's registered memory for a configuration."""
     stage = cfg.big_window(cfg.rq_depth) * cfg.max_msg
     return {"in": region(cfg.n_slots * cfg.vec_bytes),

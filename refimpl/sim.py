@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from verbspec.refimpl import device_trace, engines
 from verbspec.refimpl.channel import GateChannel, regions_for
 from verbspec.refimpl.side_channel import SideChannel
-from verbspec.refimpl.sim_device import UC, SimDevice
+from verbspec.refimpl.sim_device import UC, Regions, SimDevice
 from verbspec.spec.gate.params import GateConfig
 
 SETUP_TIMEOUT_S = 10.0      # connecting the side channel
@@ -53,7 +53,7 @@ class Pair(Protocol):
 
     transport: str
 
-    def open_device(self, rank: int, regions: dict[str, bytearray], *, qp_type: str,
+    def open_device(self, rank: int, regions: Regions, *, qp_type: str,
                     cq_depth: int, max_msg: int, rq_depth: int, sq_depth: int,
                     timeout_s: float) -> tuple[Any, socket.socket]: ...
 
@@ -74,7 +74,7 @@ class SimPair:
 
     transport = "sim"
 
-    def open_device(self, rank: int, regions: dict[str, bytearray], *, qp_type: str,
+    def open_device(self, rank: int, regions: Regions, *, qp_type: str,
                     cq_depth: int, max_msg: int, rq_depth: int, sq_depth: int,
                     timeout_s: float) -> tuple[SimDevice, socket.socket]:
         """This rank's device on a new wire, and its end of a new side channel."""
@@ -106,7 +106,7 @@ class SimPair:
         self.side_server.close()
 
 
-def open_link(pair: Pair, rank: int, regions: dict[str, bytearray], *, timeout_s: float,
+def open_link(pair: Pair, rank: int, regions: Regions, *, timeout_s: float,
               **device: Any) -> tuple[Any, Any]:
     """Rank ``rank``'s device and side channel over ``pair`` (in the rank's own process)."""
     dev, sock = pair.open_device(rank, regions, timeout_s=timeout_s, **device)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import select
 import socket
@@ -51,6 +52,9 @@ from collections import deque
 from dataclasses import dataclass
 
 from verbspec.spec import fabric as fb
+
+# a rank's registered memory by name: bytearrays, or anonymous mappings (channel.region)
+Regions = dict[str, bytearray | mmap.mmap]
 
 WC_SUCCESS = fb.WC_STATUS_CODE[fb.ST_OK]
 WC_LOC_LEN_ERR = fb.WC_STATUS_CODE[fb.ST_LEN]
@@ -79,7 +83,7 @@ class DeviceError(RuntimeError):
     """The device is unusable: CQ overflow, a dead wire, a work request it refuses."""
 
 
-def check_range(regions: dict[str, bytearray], region: str, offset: int, length: int,
+def check_range(regions: Regions, region: str, offset: int, length: int,
                 what: str) -> None:
     """A work request's bytes must lie inside a registered region, as a device checks them
     against the memory region's bounds."""
@@ -137,7 +141,7 @@ class SimDevice:
     the rank's memory regions (name -> bytearray; work requests address them by name and byte
     offset)."""
 
-    def __init__(self, wire: socket.socket, regions: dict[str, bytearray], *, cq_depth: int,
+    def __init__(self, wire: socket.socket, regions: Regions, *, cq_depth: int,
                  max_msg: int, rq_depth: int, sq_depth: int, qp_type: str = UC) -> None:
         if qp_type not in (UC, RC):
             raise DeviceError(f"qp_type {qp_type!r}: the sim device has {UC!r} and {RC!r}")

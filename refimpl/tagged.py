@@ -47,7 +47,7 @@ from typing import Any
 from verbspec.refimpl import device_trace
 from verbspec.refimpl.side_channel import SideChannelTimeout
 from verbspec.refimpl.sim import Pair, RankOutcome, open_link, run_pair
-from verbspec.refimpl.sim_device import RC, STATUS_TEXT, WC_SUCCESS, DeviceError
+from verbspec.refimpl.sim_device import RC, STATUS_TEXT, WC_SUCCESS, DeviceError, Regions
 from verbspec.refimpl.tagmatch_engine import EAGER, Posted, Unexpected
 from verbspec.spec.tagmatch.lists import ANY, protocol_for
 
@@ -112,7 +112,7 @@ class TaggedConfig:
         return 2 * (self.bounces + self.sq_depth)
 
 
-def endpoint_regions(cfg: TaggedConfig) -> dict[str, bytearray]:
+def endpoint_regions(cfg: TaggedConfig) -> Regions:
     """The registered memory an endpoint needs on each peer's device."""
     return {"bounce": bytearray(cfg.bounces * cfg.bounce_bytes),
             "out": bytearray(cfg.sq_depth * cfg.bounce_bytes),

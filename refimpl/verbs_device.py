@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verbspec.refimpl import verbs_setup as vs
-from verbspec.refimpl.sim_device import Cqe, DeviceError, check_range, check_read
+from verbspec.refimpl.sim_device import Cqe, DeviceError, Regions, check_range, check_read
 
 UC, RC = vs.UC, vs.RC
 CLOSE_WAIT_S = 10.0         # closing waits this long at most for the peer's counts
@@ -67,7 +67,7 @@ class VerbsDevice:
     """One rank's NIC: a UC or RC queue pair on RDMA device ``name``, connected to the peer's
     over ``ctl`` (a TCP socket to the peer's device), over the rank's memory regions."""
 
-    def __init__(self, name: str, ctl: socket.socket, regions: dict[str, bytearray], *,
+    def __init__(self, name: str, ctl: socket.socket, regions: Regions, *,
                  cq_depth: int, max_msg: int, rq_depth: int, sq_depth: int,
                  qp_type: str = UC, timeout_s: float = 10.0) -> None:
         import pyverbs.enums as e
@@ -75,7 +75,7 @@ class VerbsDevice:
         self.e = e
         self.name, self.ctl, self.qp_type = name, ctl, qp_type
         self.timeout_s = timeout_s
-        self.regions: dict[str, bytearray] = {}
+        self.regions: Regions = {}
         self.sent = 0                   # send work requests posted
         self.received = 0               # receives completed successfully
         self.completions = {"send": 0, "recv": 0, "read": 0, "error": 0}

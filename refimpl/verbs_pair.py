@@ -15,6 +15,7 @@ import functools
 import socket
 from collections.abc import Callable
 
+from verbspec.refimpl.sim_device import Regions
 from verbspec.refimpl.verbs_device import VerbsDevice
 
 SETUP_TIMEOUT_S = 30.0      # connecting: a rank under emulation may start slowly
@@ -37,7 +38,7 @@ class VerbsPair:
         (default: the same device)."""
         return functools.partial(cls, (device, peer_device or device))
 
-    def open_device(self, rank: int, regions: dict[str, bytearray], *, qp_type: str,
+    def open_device(self, rank: int, regions: Regions, *, qp_type: str,
                     cq_depth: int, max_msg: int, rq_depth: int, sq_depth: int,
                     timeout_s: float) -> tuple[VerbsDevice, socket.socket]:
         """This rank's device, connected to the peer's, and its end of a new side channel."""
