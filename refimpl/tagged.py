@@ -93,11 +93,14 @@ class TaggedConfig:
     timeout_ms: int = 5000          # a wait's default timeout; also the hello's
 
     def __post_init__(self) -> None:
-        for name, low in (("eager_limit", 0), ("bounces", 1), ("max_msg", HEADER.size),
-                          ("sq_depth", 2), ("timeout_ms", 1)):
+        # the upper bounds: a device's message cap (2^31 bytes), a queue pair's depth as
+        # devices allow it, and the gate channel's timeout range
+        for name, low, high in (("eager_limit", 0, 2**31), ("bounces", 1, 32768),
+                                ("max_msg", HEADER.size, 2**31), ("sq_depth", 2, 32768),
+                                ("timeout_ms", 1, 60000)):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < low:
-                raise TaggedError(f"{name}={value!r}: expected an integer of at least {low}")
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise TaggedError(f"{name}={value!r}: expected an integer in {low}..{high}")
         if self.bounce_bytes > self.max_msg:
             raise TaggedError(f"eager_limit={self.eager_limit}: a {HEADER.size}-byte header "
                               f"and the eager payload must fit max_msg={self.max_msg}")
