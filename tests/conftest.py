@@ -57,6 +57,12 @@ def native_module(engine: str):
     return mod
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` first (otherwise in their order): pytest-xdist hands tests out in
+    this order, so the longest start at once instead of leaving one worker busy at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` with the rxe tier selected (``-m rxe``): one worker. Its tests share one guest
     per process, and a second guest on two cores would boot both slower; pytest 9 ignores

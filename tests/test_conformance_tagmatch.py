@@ -81,6 +81,7 @@ def test_every_edge_of_every_sweep_configuration_conforms():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_every_edge_of_the_default_parameters_conforms():
     # one sender, two messages, two receives, capacity 1, eager and rendezvous, probe
     sweep = TagmatchHarness(build({})).every_edge()

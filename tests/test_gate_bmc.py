@@ -185,6 +185,7 @@ def test_fault_free_runs_count_as_all_runs_only_while_no_fault_is_enabled(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("variant", list(WALKED))
 def test_the_random_walks_refute_what_the_searches_cannot_reach(variant, tmp_path, capsys):
     invariant, length = WALKED[variant]

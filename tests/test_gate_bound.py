@@ -21,6 +21,7 @@ SHORTEST = 18 + 2 * (4 + 1)     # breadth-first search's shortest dropping run a
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_bound_is_the_shortest_run_breadth_first_search_finds():
     b = gb.lower_bound(SMALL, ["depth-mismatch"], [SHORTEST, SHORTEST + 1])
     assert b.invariants == len(gb.LEMMAS)      # every strengthening invariant is inductive

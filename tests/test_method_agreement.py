@@ -52,6 +52,7 @@ def _no_contradiction(by_method: dict) -> None:
 # the default suite keeps the base protocol and no-seq-check; the slow tier adds the three
 # variants that take two to four minutes each
 SLOW_DECODE = {"no-barrier", "tag-every-chunk", "signal-last-only"}
+LONG_DECODE = {"no-barrier", "tag-every-chunk"}
 # variants whose explore and bmc runs take about two minutes (a 65-chunk big gate, a drain
 # then a big gate): test_gate_check.py's exploration of them stays in the default suite
 SLOW_VARIANTS = {"depth-mismatch", "drain-without-rendezvous"}
@@ -59,7 +60,8 @@ SLOW_VARIANTS = {"depth-mismatch", "drain-without-rendezvous"}
 
 @pytest.mark.parametrize(("variants", "broken"), [
     pytest.param(v, b, id=v[0] if v else "base",
-                 marks=[pytest.mark.slow] if set(v) & SLOW_DECODE else [])
+                 marks=([pytest.mark.slow] if set(v) & SLOW_DECODE else [])
+                 + ([pytest.mark.long] if set(v) & LONG_DECODE else []))
     for v, b in DECODE_CASES])
 def test_the_three_methods_agree_in_the_decode_scope(variants, broken, tmp_path):
     by_method = {m: _run(m, DECODE, variants, tmp_path) for m in METHODS}
@@ -104,6 +106,7 @@ def test_explore_and_bmc_agree_on_every_variant_and_prove_does_not_contradict(va
                for r in by_method["prove"])
 
 
+@pytest.mark.long
 def test_the_methods_agree_on_the_base_protocol_at_the_defaults(tmp_path):
     """ds4's constants, big gates in the workload (every size) and faults. This is also the
     suite's proof at the defaults (a full prove run is about a minute): the drain, the header

@@ -14,6 +14,7 @@ from verbspec.spec.gate.system import INVARIANTS
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_region_table_proves_the_region_and_refutes_each_condition(tmp_path, capsys):
     code = main(["regions", "--window-max", "8", "--json", "--trace-dir", str(tmp_path)])
     doc = json.loads(capsys.readouterr().out)

@@ -207,6 +207,7 @@ def test_a_row_is_proved_only_when_both_its_proofs_are():
     assert tm_prove._combine(broken, stuck).verdict == "violated"
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_two_senders_hold_over_every_reachable_state():
     res = bounded_search(ts.build({"senders": 2, "messages": 1, "receives": 2}), depth=200)
     assert res.violation is None and res.exhausted
