@@ -59,7 +59,9 @@ def native_module(engine: str):
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``long`` first (otherwise in their order): pytest-xdist hands tests out in
-    this order, so the longest start at once instead of leaving one worker busy at the end."""
+    this order, so the longest start at once instead of leaving one worker busy at the end.
+    Only slow-tier tests are marked: the default tier's proofs share the refinement check's
+    cache, which the first of them fills, so they are better not started together."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 

@@ -86,7 +86,6 @@ def test_compiled_moves_agree_with_z3_on_random_spec_steps():
         assert checked > 100 and refused > 0
 
 
-@pytest.mark.long
 def test_the_model_takes_every_spec_step_of_its_configurations():
     ref = refinement.check(cache=refinement.cache_dir())
     assert ref.divergence is None, ref.divergence

@@ -180,7 +180,6 @@ def test_alpha_of_the_initial_state_is_the_models_initial_state():
 DECODE = {"faults": 0, "big_gates": 0}
 
 
-@pytest.mark.long
 def test_every_invariant_is_proved_for_decode_workloads_with_faults():
     results = induction.prove({"big_gates": 0})
     assert [r.invariant for r in results] == list(INVARIANTS)
@@ -190,7 +189,6 @@ def test_every_invariant_is_proved_for_decode_workloads_with_faults():
     assert "implied by the inductive invariant" in results[-1].detail
 
 
-@pytest.mark.long
 def test_window_one_drops_the_peers_next_gate(tmp_path):
     results = {r.invariant: r for r in induction.prove({**DECODE, "window": 1}, trace_dir=tmp_path)}
     bad = results["no_silent_drop"]

@@ -106,7 +106,6 @@ def test_explore_and_bmc_agree_on_every_variant_and_prove_does_not_contradict(va
                for r in by_method["prove"])
 
 
-@pytest.mark.long
 def test_the_methods_agree_on_the_base_protocol_at_the_defaults(tmp_path):
     """ds4's constants, big gates in the workload (every size) and faults. This is also the
     suite's proof at the defaults (a full prove run is about a minute): the drain, the header
