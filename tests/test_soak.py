@@ -4,7 +4,10 @@ clean, every other fault in an error."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import threading
 
 import pytest
 from conftest import native_module
@@ -37,10 +40,6 @@ def test_soak_refuses_bad_arguments(capsys):
 
 def live(kinds: tuple[type, ...]) -> dict[str, int]:
     """Objects of each kind still alive, with the rank's threads and open descriptors."""
-    import gc
-    import os
-    import threading
-
     gc.collect()
     counts = {k.__name__: 0 for k in kinds}
     for o in gc.get_objects():
