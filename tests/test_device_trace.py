@@ -15,7 +15,7 @@ from verbspec.refimpl.hazards import NoBarrier
 from verbspec.refimpl.side_channel import SideChannel
 from verbspec.refimpl.sim import close_channel, run_pair, run_ranks
 from verbspec.refimpl.sim_device import SimDevice
-from verbspec.refimpl.tagged import ANY_SOURCE, ANY_TAG, TaggedConfig, run_tagged
+from verbspec.refimpl.tagged import ANY_SOURCE, ANY_TAG, TaggedConfig, _rndv_region, run_tagged
 from verbspec.refimpl.trace_read import TraceInputError, read_pair
 from verbspec.refimpl.trace_tagged import validate_tagged
 from verbspec.refimpl.trace_validate import validate_gate
@@ -163,9 +163,11 @@ def test_tagged_receive_of_the_wrong_length_is_rejected(tagged_run, tmp_path):
 
 def test_tagged_fin_before_read_is_rejected(tagged_run, tmp_path):
     lines = _lines(tagged_run, 1)
-    fin = next(i for i, x in enumerate(lines) if x["ev"] == "post_send"
-               and any(h and h["kind"] == "fin" for h in x["hdrs"]))
-    read = max(i for i, x in enumerate(lines[:fin]) if x["ev"] == "post_read")
+    fin, mid = next((i, h["mid"]) for i, x in enumerate(lines) if x["ev"] == "post_send"
+                    for h in x["hdrs"] if h and h["kind"] == "fin")
+    # the last READ of the FIN's own message (other messages' READs may come between)
+    read = max(i for i, x in enumerate(lines[:fin])
+               if x["ev"] == "post_read" and x["remote"] == _rndv_region(mid))
     lines.insert(read, lines.pop(fin))      # the FIN posted before the READ it follows
     rep = validate_tagged(read_pair([_write(tmp_path / "t", 1, lines, tagged_run)]))
     assert not rep.ok and rep.rank == 1 and rep.line == read + 1
