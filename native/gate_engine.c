@@ -441,7 +441,9 @@ static int write_header(vs_gate *e)
     return VS_GATE_OK;
 }
 
-/* One zero-length send per armed receive, so the peer's window drains as this one does. */
+/* One send per armed receive, so the peer's window drains as this one does: dummy i is as
+ * long as the chunk it stands for (chunk i mod chunks) and reads the staging scratch at that
+ * chunk's offset. */
 static int post_dummies(vs_gate *e)
 {
 #if VS_MUTANT == 5
@@ -449,12 +451,15 @@ static int post_dummies(vs_gate *e)
 #else
     uint64_t n = e->cfg.window * e->chunks;
 #endif
-    for (uint64_t i = 0; i < n; i++)
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t k = i % e->chunks;
 #if VS_MUTANT == 9
-        put_send(e, VS_GATE_TAG_WARM | (i + 1), VS_GATE_BUF_NONE, 0, 0, 0);  /* wrong tag */
+        uint64_t tag = VS_GATE_TAG_WARM;    /* wrong tag */
 #else
-        put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_NONE, 0, 0, 0);
+        uint64_t tag = VS_GATE_TAG_BULK;
 #endif
+        put_send(e, tag | (i + 1), VS_GATE_BUF_STAGE, k, 0, chunk_len(e, k));
+    }
     e->send_outstanding += (int64_t)n;
     e->drain_recvs = e->drain_sends = 0;
     e->phase = VS_GATE_DRAIN_WAIT;

@@ -57,8 +57,7 @@ typedef enum {
 typedef enum {
     VS_GATE_BUF_IN,     /* gate in-slots: one vector stride per slot */
     VS_GATE_BUF_OUT,    /* gate out-slots: the same strides */
-    VS_GATE_BUF_STAGE,  /* big-gate staging: one message per chunk */
-    VS_GATE_BUF_NONE,   /* zero-length drain dummies */
+    VS_GATE_BUF_STAGE,  /* big-gate staging (and the drain's dummies): one message per chunk */
     VS_GATE_N_BUFS
 } vs_gate_buf;
 

@@ -36,7 +36,7 @@ from verbspec.refimpl import gate_engine as ge
 from verbspec.refimpl.side_channel import BYTE, HEADER_KIND, SideChannelTimeout
 from verbspec.refimpl.sim_device import DeviceError, Regions
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
-from verbspec.spec.gate.state import BIG_HDR_READ, BIG_XFER
+from verbspec.spec.gate.state import BIG_HDR_READ, BIG_XFER, DRAIN_WAIT
 from verbspec.spec.gate.wire import TAG_MASK, TcpItem
 from verbspec.spec.params import ParamError, check_values
 
@@ -97,10 +97,11 @@ def region(n: int) -> bytearray | mmap.mmap:
 
 def regions_for(cfg: GateConfig) -> Regions:
     """The rank's registered memory for a configuration."""
-    stage = cfg.big_window(cfg.rq_depth) * cfg.max_msg
+    # the big-gate window's chunks; the drain's dummies read a vector's worth of it
+    stage = max(cfg.big_window(cfg.rq_depth) * cfg.max_msg, cfg.vec_bytes)
     return {"in": region(cfg.n_slots * cfg.vec_bytes),
             "out": region(cfg.n_slots * cfg.vec_bytes),
-            "stage": region(stage), "stage_out": region(stage), "none": bytearray()}
+            "stage": region(stage), "stage_out": region(stage)}
 
 
 @dataclass
@@ -384,8 +385,10 @@ class GateChannel:
         self._big.win += len(staged)
 
     def _send_region(self, w: Any) -> str:
-        if w.buf != "stage" or self._big is None:
+        if w.buf != "stage":
             return w.buf
+        if self._big is None or self.engine.view().phase == DRAIN_WAIT:
+            return "stage_out"      # a drain dummy: the scratch's bytes, whatever they hold
         # stage the window's chunk (index 1-based) from the caller's data
         b, m = self._big, self.big_chunk_bytes
         k = b.base + (w.wr_id & ~TAG_MASK) - 1

@@ -71,7 +71,7 @@ class EngineError(Exception):
 @dataclass(frozen=True)
 class WorkRequest:
     wr_id: int
-    buf: str            # "in" | "out" | "stage" | "none"
+    buf: str            # "in" | "out" | "stage"
     offset: int         # bytes into the region
     length: int
     signaled: bool = True
@@ -261,8 +261,11 @@ class GateEngine:
         return Emitted(tcp_out=(TcpItem("header", self.big_no, self.big_chunks, self.grant),))
 
     def _post_dummies(self) -> Emitted:
-        n = self.cfg.window * self.chunks
-        sends = tuple(self._wr(TAG_BULK | (i + 1), "none", 0, 0, 0) for i in range(n))
+        # one dummy per armed receive, each as long as the chunk it stands for (dummy i:
+        # chunk i mod chunks), read from the staging scratch at that chunk's offset
+        c, n = self.cfg, self.cfg.window * self.chunks
+        sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i % self.chunks, 0,
+                               c.chunk_len(i % self.chunks)) for i in range(n))
         self.send_outstanding += n
         self.drain_recvs = self.drain_sends = 0
         self.phase = DRAIN_WAIT

@@ -56,7 +56,7 @@ from verbspec.spec.gate.wire import TcpItem
 PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
           DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
           BIG_BAR_READ, BIG_XFER, FAILED, CRASHED)
-BUFS = ("in", "out", "stage", "none")
+BUFS = ("in", "out", "stage")
 STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
 BYTE, HEADER = "byte", "header"
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",

@@ -43,7 +43,7 @@ class RecvWR:
 @dataclass(frozen=True)
 class SendWR:
     wr_id: int
-    buf: str            # the registered region it reads from ("none": no payload)
+    buf: str            # the registered region it reads from
     slot: int
     offset: int
     length: int

@@ -83,6 +83,11 @@ def test_drain_then_big_gate_then_rearm():
     dummies = t.steps[-2].obs.sends
     assert len(dummies) == 32 and dummies[0].wr_id == TAG_BULK | 1 and dummies[-1].wr_id == (
         TAG_BULK | 32)
+    # as in ds4, each dummy is as long as the chunk it stands for, read from the staging scratch
+    c = sys_.spec.cfg
+    assert [(d.buf, d.offset, d.length) for d in dummies[:2]] == [
+        ("stage", 0, c.max_msg), ("stage", c.max_msg, c.vec_bytes - c.max_msg)]
+    assert all(d.length == dummies[i % 2].length for i, d in enumerate(dummies))
     # drive the fabric and reaping until both drains finish
     t = _drive(sys_, t, stop=lambda s: all(
         not r.window_active and r.phase not in ("drain_wait", "drain_post") for r in s.ranks))

@@ -33,7 +33,7 @@ static const char *const CONFIG_NAMES[] = {
     "grant0", "grant1",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
-static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "none"};
+static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage"};
 
 typedef struct {
     vs_gate *rank[2];

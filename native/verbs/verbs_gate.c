@@ -36,8 +36,8 @@
 #define EXIT_USAGE 2
 #define EXIT_LEFT 3
 
-enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, R_NONE, N_REGIONS };
-static const char *const REGION_NAMES[N_REGIONS] = {"in", "out", "stage", "stage_out", "none"};
+enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, N_REGIONS };
+static const char *const REGION_NAMES[N_REGIONS] = {"in", "out", "stage", "stage_out"};
 
 typedef struct {
     int rank;
@@ -141,13 +141,22 @@ static long long first_bad(const uint8_t *p, size_t n, uint64_t key)
     return -1;
 }
 
+/* The region a work request addresses: staging sends read the send side's staging. */
+static int region_of(const vs_gate_wr *w, int sends)
+{
+    switch (w->buf) {
+    case VS_GATE_BUF_IN: return R_IN;
+    case VS_GATE_BUF_OUT: return R_OUT;
+    default: return sends ? R_STAGE_OUT : R_STAGE;
+    }
+}
+
 /* ------------------------------------------------------------------ the trace */
 static void trace_wrs(rank_t *r, const char *ev, const vs_gate_wr *w, size_t n, int sends)
 {
     fprintf(r->trace, "{\"ev\": \"%s\", \"wrs\": [", ev);
     for (size_t i = 0; i < n; i++) {
-        int reg = w[i].buf == VS_GATE_BUF_IN ? R_IN : w[i].buf == VS_GATE_BUF_OUT ? R_OUT
-                  : w[i].buf == VS_GATE_BUF_STAGE ? (sends ? R_STAGE_OUT : R_STAGE) : R_NONE;
+        int reg = region_of(&w[i], sends);
         fprintf(r->trace, "%s[%" PRIu64 ", \"%s\", %" PRIu64 ", %" PRIu64, i ? ", " : "",
                 w[i].wr_id, REGION_NAMES[reg], w[i].offset, w[i].length);
         if (sends)
@@ -217,8 +226,7 @@ static int post_recvs(rank_t *r, const vs_gate_wr *w, size_t n)
         return fail(r, "the engine emitted %zu receives, more than the %zu this driver holds",
                      n, r->cap);
     for (size_t i = 0; i < n; i++) {
-        int reg = w[i].buf == VS_GATE_BUF_IN ? R_IN : w[i].buf == VS_GATE_BUF_STAGE ? R_STAGE
-                                                                                    : R_NONE;
+        int reg = region_of(&w[i], 0);
         if (w[i].length && w[i].offset + w[i].length > r->len[reg])
             return fail(r, "receive wr_id %" PRIu64 " reaches past the %s region", w[i].wr_id,
                         REGION_NAMES[reg]);
@@ -251,13 +259,13 @@ static int post_sends(rank_t *r, const vs_gate_wr *w, size_t n)
         return fail(r, "the engine emitted %zu sends, more than the %zu this driver holds", n,
                     r->cap);
     for (size_t i = 0; i < n; i++) {
-        int reg = w[i].buf == VS_GATE_BUF_OUT ? R_OUT : w[i].buf == VS_GATE_BUF_STAGE
-                                                            ? R_STAGE_OUT : R_NONE;
+        int reg = region_of(&w[i], 1);
         if (w[i].length && w[i].offset + w[i].length > r->len[reg])
             return fail(r, "send wr_id %" PRIu64 " reaches past the %s region", w[i].wr_id,
                         REGION_NAMES[reg]);
-        if (reg == R_STAGE_OUT) {
-            /* stage this window's chunk (its 1-based index in the wr_id) for sending */
+        if (reg == R_STAGE_OUT && vs_gate_phase_of(r->e) != VS_GATE_DRAIN_WAIT) {
+            /* stage this window's chunk (its 1-based index in the wr_id) for sending; a drain
+             * dummy sends the scratch as it is */
             uint64_t k = r->big_base + (w[i].wr_id & ~VS_GATE_TAG_MASK) - 1;
             fill(r->mem[R_STAGE_OUT] + w[i].offset, w[i].length,
                  chunk_key(r->o.rank, r->big_no, k));
@@ -620,7 +628,7 @@ static int setup(rank_t *r)
     const vs_gate_config *c = &r->cfg;
     r->len[R_IN] = r->len[R_OUT] = c->n_slots * c->vec_bytes;
     r->len[R_STAGE] = r->len[R_STAGE_OUT] = c->staging_bytes;
-    for (int i = 0; i < R_NONE; i++) {
+    for (int i = 0; i < N_REGIONS; i++) {
         void *p = NULL;
         if (posix_memalign(&p, 4096, r->len[i]))
             return fail(r, "no memory for the %s region (%zu bytes)", REGION_NAMES[i],
@@ -642,7 +650,7 @@ static int setup(rank_t *r)
     if (vq_open(&r->dev, o->device, (uint8_t)o->ib_port, o->gid_index, IBV_QPT_UC,
                 (uint32_t)c->sq_depth, (uint32_t)c->rq_depth, (int)o->cq_depth, &err))
         return fail(r, "%s", err.text);
-    for (int i = 0; i < R_NONE; i++)
+    for (int i = 0; i < N_REGIONS; i++)
         if (vq_reg(&r->dev, r->mem[i], r->len[i], IBV_ACCESS_LOCAL_WRITE, &r->mr[i],
                    REGION_NAMES[i], &err))
             return fail(r, "%s", err.text);

@@ -446,10 +446,14 @@ class GateSpec:
     @action("rank", guard=en_drain_post)
     def do_drain_post(self, s: GateState, r: int):
         """Post window*chunks signaled dummy sends (BULK|i, 1-based as in ds4); each consumes
-        one of the peer's outstanding lookahead receives."""
-        rk = s.ranks[r]
-        n = self.cfg.window * self.chunks
-        wrs = tuple(SendWR(TAG_BULK | (i + 1), "none", 0, 0, 0, True,
+        one of the peer's outstanding lookahead receives. As in ds4, a dummy is as long as the
+        gate chunk it stands for (dummy i: chunk i mod chunks) and is read from the staging
+        scratch at that chunk's offset, so a dummy that meets a shorter receive fails it with a
+        length error."""
+        rk, c = s.ranks[r], self.cfg
+        n = c.window * self.chunks
+        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i % self.chunks, 0,
+                           c.chunk_len(i % self.chunks), True,
                            Payload("dummy", r, rk.sent_seq, i)) for i in range(n))
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, send_outstanding=rk.send_outstanding + n, drain_recvs=0,
