@@ -374,6 +374,7 @@ int vs_gate_call_big(vs_gate *e, uint64_t chunks)
     e->big_chunks = chunks;
     e->big_base = 0;
     e->big_header_done = 0;
+    e->barrier_tag = 0;             /* each call's windows write barrier bytes 1, 2, ... */
     e->phase = VS_GATE_BIG_HDR_SEND;
     return VS_GATE_OK;
 }

@@ -210,6 +210,7 @@ class GateEngine:
         self._need(IDLE)
         self.big_no += 1
         self.big_chunks, self.big_base = chunks, 0
+        self.barrier_tag = 0        # each call's windows write barrier bytes 1, 2, ...
         self.phase = BIG_HDR_SEND
         return Emitted()
 

@@ -228,7 +228,12 @@ def _tcp_in_flight(s: State, prm: Params, r: int) -> z3.BoolRef:
     hdr_r = peer.big_no - z3.If(eph_in(s, p, *PRE_DRAIN), z3.BitVecVal(1, 64),
                                  z3.BitVecVal(0, 64))
     hdr = hdr_w - hdr_r
-    byte = me.barrier_tag - peer.barrier_tag + z3.If(pph == BIG_BAR_READ, one8, zero8)
+    # r's big-gate byte is unread only while both ranks are in the same big-gate call (each
+    # call counts its windows from the first; a rank outside a call keeps its last tag)
+    same_call = z3.And(same_op, eph_in(s, r, *BIG_OP), eph_in(s, p, *BIG_OP))
+    byte = z3.If(same_call,
+                 me.barrier_tag - peer.barrier_tag + z3.If(pph == BIG_BAR_READ, one8, zero8),
+                 zero8)
     items = z3.If(arm, one8, zero8) + z3.Extract(7, 0, hdr) + byte
     exact = z3.And(
         z3.Or(hdr == 0, hdr == 1), z3.Or(byte == 0, byte == 1), n == items,
@@ -552,9 +557,10 @@ def _epochs_in_step(s: State, prm: Params, r: int) -> z3.BoolRef:
 
 
 def _barrier_tags(s: State, prm: Params, r: int) -> z3.BoolRef:
-    """Both ranks write one big-gate barrier byte per window, so the tags they have written
-    before their current windows agree, but for the one window a rank may be ahead by (its
-    tag wraps at 256 and stays in step)."""
+    """Each big-gate call counts its windows' barrier bytes from 1: until its first window's
+    byte a rank's tag is 0, and while both ranks are in the same call the tags they have
+    written before their current windows agree, but for the one window a rank may be ahead
+    by (the tag wraps at 256 and stays in step)."""
     p = 1 - r
     me = s.rank[r]
     peer = s.rank[p]
@@ -563,13 +569,15 @@ def _barrier_tags(s: State, prm: Params, r: int) -> z3.BoolRef:
     def before(x: int) -> z3.BitVecRef:
         return s.rank[x].barrier_tag - z3.If(eph_in(s, x, BIG_BAR_READ, BIG_XFER), one8, zero8)
 
-    same_op = me.ops_done == peer.ops_done
+    first = z3.Or(eph_in(s, r, *PRE_DRAIN, *DRAINING),
+                  z3.And(eph_in(s, r, BIG_BEGIN, BIG_POST, BIG_BAR_SEND), me.big_base == 0))
+    same_call = z3.And(me.ops_done == peer.ops_done, eph_in(s, r, *BIG_OP),
+                       eph_in(s, p, *BIG_OP))
     r_win, p_win = eph_in(s, r, *WINDOWS), eph_in(s, p, *WINDOWS)
-    r_ahead = z3.Or(z3.And(same_op, r_win, p_win, z3.UGT(me.big_base, peer.big_base)),
-                    z3.And(me.ops_done == peer.ops_done + 1, me.last_op_big))
-    p_ahead = z3.Or(z3.And(same_op, r_win, p_win, z3.UGT(peer.big_base, me.big_base)),
-                    z3.And(peer.ops_done == me.ops_done + 1, peer.last_op_big))
-    return before(r) == before(p) + z3.If(r_ahead, one8, zero8) - z3.If(p_ahead, one8, zero8)
+    r_ahead = z3.And(r_win, p_win, z3.UGT(me.big_base, peer.big_base))
+    p_ahead = z3.And(r_win, p_win, z3.UGT(peer.big_base, me.big_base))
+    in_step = before(r) == before(p) + z3.If(r_ahead, one8, zero8) - z3.If(p_ahead, one8, zero8)
+    return z3.And(z3.Implies(first, me.barrier_tag == 0), z3.Implies(same_call, in_step))
 
 
 def _faults_recorded(s: State, prm: Params, r: int) -> z3.BoolRef:

@@ -422,7 +422,7 @@ def call_big(s: State, prm: Params, r: int, choice: Choices) -> Move:
     n = choice.rank[r].big_size
     upd = Edit(s)
     upd.rank[r].set(big_chunks=n, big_no=me.big_no + 1, big_base=bv(0),
-                    hdr_ok=z3.BoolVal(False), phase=bv(BIG_HDR_SEND, 8))
+                    hdr_ok=z3.BoolVal(False), barrier_tag=bv(0, 8), phase=bv(BIG_HDR_SEND, 8))
     ok = _script_ok(s, r, n, upd)
     return upd.move(z3.And(prm.big_gates, me.phase == IDLE, z3.ULT(me.ops_done, prm.ops),
                            z3.UGE(n, 1), z3.ULT(n, BIG_LIMIT), ok))

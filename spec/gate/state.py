@@ -107,7 +107,7 @@ class Rank:
     big_sent: int = 0
     big_recvd: frozenset[int] = frozenset()
     big_send_done: int = 0
-    barrier_tag: int = 0            # uint8, wraps
+    barrier_tag: int = 0            # this big-gate call's last barrier byte (uint8, wraps)
     error: str = ""
     # ghosts
     held: tuple[Held, ...] = ()

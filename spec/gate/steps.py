@@ -221,8 +221,9 @@ class GateSpec:
         # ds4 drains only after the header exchange, which is the rendezvous that brings both
         # ranks to the switch together; the variant drains first.
         early = DRAIN_WITHOUT_RENDEZVOUS.on(self.v) and rk.window_active
+        # the big-gate barrier byte counts this call's windows from 1, as ds4's does
         s = self._put(s, r, big_no=rk.big_no + 1, big_chunks=chunks, big_base=0, hdr_ok=False,
-                      phase=DRAIN_POST if early else BIG_HDR_SEND)
+                      barrier_tag=0, phase=DRAIN_POST if early else BIG_HDR_SEND)
         return s, self._obs(s, r)
 
     # ------------------------------------------------------------------ arming
