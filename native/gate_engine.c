@@ -33,6 +33,7 @@
     "verbspec silent failure: rdma window barrier read byte 0x%02x, expected 0x%02x"
 #define WINDOW_BARRIER_CLOSED \
     "verbspec silent failure: peer closed the data socket during the rdma window barrier"
+#define WINDOW_BARRIER_TIMEOUT "verbspec silent failure: the rdma window barrier read timed out"
 #define GATE_COMPLETION "rdma completion error: %s (wr_id %llu)"
 #define GATE_PEER "peer disconnected during RDMA gate"
 #define GATE_TIMEOUT "timeout waiting gate seq %llu (recv_done %llu)"
@@ -56,6 +57,8 @@
 #define BIG_TIMEOUT "timeout in big gate window (%u/%u recvs, %u/%u sends, %u sent)"
 /* strerror(ECONNRESET): a dead peer's socket held the header this rank wrote before reading */
 #define PEER_CLOSED_ERRNO "Connection reset by peer"
+/* strerror(EAGAIN): a data-socket read past its receive timeout (the gate timeout) */
+#define READ_TIMEOUT_ERRNO "Resource temporarily unavailable"
 #define CRASHED_TEXT "crashed"
 
 typedef unsigned long long ull;
@@ -647,6 +650,8 @@ int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
 }
 
 #define REAP_PHASES (BIT(VS_GATE_WAIT) | BIT(VS_GATE_DRAIN_WAIT) | BIT(VS_GATE_BIG_XFER))
+#define TCP_READ_PHASES \
+    (BIT(VS_GATE_ARM_BAR_READ) | BIT(VS_GATE_BIG_HDR_READ) | BIT(VS_GATE_BIG_BAR_READ))
 
 /* How many completions the next poll asks for (ds4's ibv_wc array in this wait). */
 int vs_gate_poll_size(vs_gate *e, uint32_t *size)
@@ -746,13 +751,19 @@ int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n)
 int vs_gate_timeout(vs_gate *e)
 {
     begin(e);
-    if (need(e, REAP_PHASES))
+    if (need(e, REAP_PHASES | TCP_READ_PHASES))
         return VS_GATE_REFUSED;
-    if (e->phase == VS_GATE_WAIT)
-        return fail(e, GATE_TIMEOUT, (ull)e->seq, (ull)e->recv_done);
-    if (e->phase == VS_GATE_DRAIN_WAIT)
+    switch (e->phase) {
+    case VS_GATE_WAIT: return fail(e, GATE_TIMEOUT, (ull)e->seq, (ull)e->recv_done);
+    case VS_GATE_DRAIN_WAIT:
         return fail(e, DRAIN_TIMEOUT, (unsigned)e->drain_recvs,
                     (unsigned)(e->cfg.window * e->chunks));
+    case VS_GATE_ARM_BAR_READ: return fail(e, WINDOW_BARRIER_TIMEOUT);
+    case VS_GATE_BIG_HDR_READ:
+        return fail(e, BIG_HEADER_FAILED, VS_GATE_BIG_LAYER, (ull)e->big_no, READ_TIMEOUT_ERRNO);
+    case VS_GATE_BIG_BAR_READ: return fail(e, BIG_BARRIER);
+    default: break;
+    }
     return fail(e, BIG_TIMEOUT, (unsigned)e->big_n_recvd, (unsigned)e->big_win,
                 (unsigned)e->big_send_done, (unsigned)e->big_win, (unsigned)e->big_sent);
 }

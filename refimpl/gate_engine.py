@@ -417,13 +417,21 @@ class GateEngine:
 
     # ------------------------------------------------------------------ the environment
     def timeout(self) -> Emitted:
-        """The wait's deadline passed."""
-        self._need(WAIT, DRAIN_WAIT, BIG_XFER)
+        """The wait's deadline passed: a CQ wait's, or a data-socket read's (its receive
+        timeout is the gate timeout)."""
+        self._need(ARM_BAR_READ, WAIT, DRAIN_WAIT, BIG_HDR_READ, BIG_BAR_READ, BIG_XFER)
         if self.phase == WAIT:
             return self._fail(errors.GATE_TIMEOUT(seq=self.seq, recv_done=self.recv_done))
         if self.phase == DRAIN_WAIT:
             return self._fail(errors.DRAIN_TIMEOUT(recvs=self.drain_recvs,
                                                    want=self.cfg.window * self.chunks))
+        if self.phase == ARM_BAR_READ:
+            return self._fail(errors.WINDOW_BARRIER_TIMEOUT())
+        if self.phase == BIG_HDR_READ:
+            return self._fail(errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=self.big_no,
+                                                       reason=errors.READ_TIMEOUT_ERRNO))
+        if self.phase == BIG_BAR_READ:
+            return self._fail(errors.BIG_BARRIER())
         return self._fail(errors.BIG_TIMEOUT(recvs=len(self.big_recvd), chunks=self.big_win,
                                              sends=self.big_send_done, sent=self.big_sent))
 

@@ -219,7 +219,7 @@ def test_every_edge_of_a_small_configuration_conforms():
     assert sweep.mismatch is None, str(sweep.mismatch)
     # decode gates past the window, and a decode gate's faults (peer_gone needs a crash
     # first: two faults, in the slow sweep)
-    assert (sweep.states, sweep.edges) == (13_107, 32_418)
+    assert (sweep.states, sweep.edges) == (13_129, 32_448)
     assert {"gate_done", "crash", "timeout", "bad_call", "error_completion",
             "stray_completion"} <= set(sweep.actions)
 

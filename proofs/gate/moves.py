@@ -607,8 +607,10 @@ def bad_call(s: State, prm: Params, r: int, choice: Choices) -> Move:
 
 
 def timeout(s: State, prm: Params, r: int, choice: Choices) -> Move:
-    """Spurious: the wait gives up."""
-    return _failed(s, r).move(z3.And(prm.faults, ph_in(s, r, *REAP)))
+    """Spurious: a CQ wait, or a TCP read with nothing from the peer to read, gives up."""
+    waits = z3.Or(ph_in(s, r, *REAP),
+                  z3.And(ph_in(s, r, *TCP_READS), s.rank[1 - r].tcp_unread == 0))
+    return _failed(s, r).move(z3.And(prm.faults, waits))
 
 
 def peer_gone(s: State, prm: Params, r: int, choice: Choices) -> Move:

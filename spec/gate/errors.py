@@ -35,6 +35,8 @@ _UNSIGNED = frozenset("uxX")
 # rank wrote its own header before reading, so the dead peer's socket held unread data and
 # the kernel answered with a reset (ECONNRESET).
 PEER_CLOSED_ERRNO = "Connection reset by peer"
+# a data-socket read past its SO_RCVTIMEO (the gate timeout) fails with EAGAIN
+READ_TIMEOUT_ERRNO = "Resource temporarily unavailable"
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,9 @@ WINDOW_BARRIER_MISMATCH = Message(
     ("got", "want"), "tp_rdma_window_barrier", 1720, SILENT)
 WINDOW_BARRIER_CLOSED = Message(
     "verbspec silent failure: peer closed the data socket during the rdma window barrier",
+    (), "tp_rdma_window_barrier", 1719, SILENT)
+WINDOW_BARRIER_TIMEOUT = Message(
+    "verbspec silent failure: the rdma window barrier read timed out",
     (), "tp_rdma_window_barrier", 1719, SILENT)
 GATE_COMPLETION = Message("rdma completion error: %s (wr_id %llu)", ("status", "wr_id"),
                           "tp_rdma_drain_cq", 1316)

@@ -720,8 +720,11 @@ class GateSpec:
         return slot // 2, slot % 2
 
     def en_timeout(self, s: GateState):
-        """Spurious timeouts only when faults are explored; otherwise only a stalled wait."""
-        waiting = [r for r in (0, 1) if s.ranks[r].phase in REAP_PHASES]
+        """Spurious timeouts only when faults are explored; otherwise only a stalled wait. A
+        wait is a CQ poll, or a data-socket read with nothing from the peer to read (ds4 sets
+        the socket's receive timeout to the gate timeout)."""
+        waiting = [r for r in (0, 1) if s.ranks[r].phase in REAP_PHASES
+                   or (s.ranks[r].phase in TCP_READ_PHASES and not s.fabric.tcp[1 - r])]
         if waiting and (self.cfg.faults or not self.can_progress(s)):
             yield from ((r,) for r in waiting)
 
@@ -731,6 +734,13 @@ class GateSpec:
             return errors.GATE_TIMEOUT(seq=rk.seq, recv_done=rk.recv_done)
         if rk.phase == DRAIN_WAIT:
             return errors.DRAIN_TIMEOUT(recvs=rk.drain_recvs, want=self.cfg.window * self.chunks)
+        if rk.phase == ARM_BAR_READ:
+            return errors.WINDOW_BARRIER_TIMEOUT()
+        if rk.phase == BIG_HDR_READ:
+            return errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=rk.big_no,
+                                            reason=errors.READ_TIMEOUT_ERRNO)
+        if rk.phase == BIG_BAR_READ:
+            return errors.BIG_BARRIER()
         return errors.BIG_TIMEOUT(recvs=len(rk.big_recvd), chunks=rk.big_win,
                                   sends=rk.big_send_done, sent=rk.big_sent)
 
