@@ -51,6 +51,7 @@
 #define HELLO_MAGIC UINT32_C(0x48545356)    /* "VSTH" */
 #define REGION_MAGIC UINT32_C(0x47525356)   /* "VSRG" */
 #define VERSION 1u
+#define BYE 0xB7                    /* a rank's last byte on the TCP connection: it finished */
 #define MAX_SIZES 16
 #define N_SETTINGS (7 + MAX_SIZES)
 #define POLL_BATCH 64
@@ -778,9 +779,10 @@ static int progress_until(rank_t *r, int what, int64_t arg, const char *text)
             continue;
         }
         empty++;
+        /* a peer that finished left BYE unread: only one that died shows a bare close */
         if (empty % PEER_CHECK_EVERY == 0 && vq_peer_closed(r->fd))
-            return fail(r, "peer rank %d is gone (its TCP connection closed: the process died "
-                        "or closed its endpoint) while a %s waited", r->peer, text);
+            return fail(r, "peer rank %d is gone (its TCP connection closed without BYE: the "
+                        "process died) while a %s waited", r->peer, text);
         if (empty % CLOCK_CHECK_EVERY == 0 && now_s() > deadline)
             return fail(r, "timeout: the %s did not complete within %d ms", text,
                         r->o.timeout_ms);
@@ -860,8 +862,11 @@ static int do_irecv(rank_t *r, uint64_t nbytes, int32_t src, int32_t tag, int64_
     rv->buf = malloc(nbytes);
     int rc = rv->buf == NULL ? fail(r, "no memory for a receive of %" PRIu64 " bytes", nbytes)
                              : 0;
-    if (rc == 0 && vs_tag_post_recv(r->e, 0, src, tag, (int64_t)nbytes))
+    if (rc == 0 && vs_tag_post_recv(r->e, 0, src, tag, (int64_t)nbytes)) {
         rc = refused(r, "post_recv");
+        free(rv->buf);
+        rv->buf = NULL;
+    }
     if (rc == 0) {
         r->nrecvs++;
         const vs_tag_out *out = vs_tag_emitted(r->e);
@@ -1015,22 +1020,39 @@ static int workload(rank_t *r)
 }
 
 /* The end: what this rank still owes the peer (FINs) leaves and is acknowledged; then each side
- * closes its writing half and waits for the peer's, so neither tears its queue pair down while
- * the other may still READ from it. */
+ * writes BYE, closes its writing half and waits for the peer's BYE and end, so neither tears
+ * its queue pair down while the other may still READ from it or wait for an acknowledgement.
+ * A peer that finished leaves BYE unread before its end, so a wait that peeks for a closed
+ * connection tells a finished peer from one that died. */
 static int finish(rank_t *r)
 {
     if (r->trace)
         fputs("{\"ev\": \"call\", \"name\": \"close\", \"args\": {}}\n", r->trace);
     int rc = progress_until(r, W_DRAINED, 0, "close");
+    uint8_t b = BYE;
+    if (rc == 0) {
+        if (r->trace)
+            fprintf(r->trace, "{\"ev\": \"tcp_write\", \"kind\": \"bye\", \"value\": %d, "
+                    "\"chunks\": 0, \"depth\": 0}\n", BYE);
+        rc = write_side(r, &b, 1);
+    }
     if (rc == 0) {
         shutdown(r->fd, SHUT_WR);
-        uint8_t b;
+        rc = read_side(r, &b, 1, "its last byte (BYE)");
+    }
+    if (rc == 0 && b != BYE)
+        rc = fail(r, "close: the peer sent byte 0x%02x, not BYE (0x%02x), after its last "
+                  "message", b, BYE);
+    if (rc == 0) {
+        if (r->trace)
+            fprintf(r->trace, "{\"ev\": \"tcp_read\", \"kind\": \"bye\", \"value\": %d, "
+                    "\"chunks\": 0, \"depth\": 0}\n", b);
         vq_err err;
         int got = vq_read_full(r->fd, &b, 1, r->o.side_timeout_ms, &err);
         if (got < 0)
             rc = fail(r, "close: %s", err.text);
         else if (got == 0)
-            rc = fail(r, "close: the peer sent byte 0x%02x after its last message", b);
+            rc = fail(r, "close: the peer sent byte 0x%02x after BYE", b);
     }
     trace_result(r, rc == 0);
     return rc;
