@@ -28,7 +28,8 @@
  * with ANY_TAG posted before. Every payload is a pattern keyed by (rank, message) and is
  * checked word by word. --trace FILE writes the device trace in the format TaggedEndpoint
  * writes (refimpl/device_trace.py); --json prints the outcome. Exit 0: every payload
- * verified; 1: the run failed (the reason on stderr); 2: bad arguments. */
+ * verified; 1: the run failed (the reason on stderr); 2: bad arguments; 3: the rank left on
+ * purpose (--exit-after, how the tests kill a peer mid-run). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -60,6 +61,7 @@
 #define CREDIT_READ_EVERY_S 0.001   /* a sender out of credits READs the peer's count this often */
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2
+#define EXIT_LEFT 3
 
 enum { K_EAGER = 1, K_RTS = 2, K_FIN = 3 };
 static const char *const KIND_NAME[4] = {"?", "eager", "rts", "fin"};
@@ -81,6 +83,7 @@ typedef struct {
     uint64_t rounds, nsizes, sizes[MAX_SIZES];
     uint64_t eager_limit, bounces, max_msg, sq_depth;
     int timeout_ms, side_timeout_ms, connect_timeout_ms;
+    int64_t exit_after;             /* leave after this many messages verified; -1: never */
     int json;
     const char *trace;
 } options;
@@ -200,6 +203,16 @@ static int fail(rank_t *r, const char *fmt, ...)
 static int refused(rank_t *r, const char *call)
 {
     return fail(r, "the tag engine refused %s: %s", call, vs_tag_error(r->e));
+}
+
+/* --exit-after: the rank leaves without a word once it has verified that many messages. */
+static void leave_if_asked(const rank_t *r)
+{
+    if (r->o.exit_after >= 0 && r->verified == (uint64_t)r->o.exit_after) {
+        fprintf(stderr, "verbs_tagged rank %d: leaving after %" PRIu64 " messages without a "
+                "word (--exit-after)\n", r->o.rank, r->verified);
+        _exit(EXIT_LEFT);
+    }
 }
 
 /* ------------------------------------------------------------------ bytes */
@@ -333,11 +346,11 @@ static int read_side(rank_t *r, void *buf, size_t n, const char *what)
     return 0;
 }
 
-static int write_side(rank_t *r, const void *buf, size_t n)
+static int write_side(rank_t *r, const void *buf, size_t n, const char *what)
 {
     vq_err err;
     if (vq_write_full(r->fd, buf, n, &err))
-        return fail(r, "%s", err.text);
+        return fail(r, "%s (writing %s)", err.text, what);
     return 0;
 }
 
@@ -360,6 +373,25 @@ static int read_region(rank_t *r)
         fprintf(r->trace, "{\"ev\": \"tcp_read\", \"kind\": \"region\", \"value\": %" PRIu64
                 ", \"chunks\": 0, \"depth\": 0, \"length\": %" PRIu64 "}\n", mid, a->length);
     return 0;
+}
+
+/* Whether the peer died: its connection ended without BYE (1), or not (0), or -1 on a failure.
+ * Region announcements waiting on the connection are taken in first (they would hide its
+ * end); BYE, or anything else, is left for the reader it belongs to. */
+static int peer_gone(rank_t *r)
+{
+    for (;;) {
+        uint8_t c;
+        ssize_t k = recv(r->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (k == 0)
+            return 1;
+        if (k < 0)
+            return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+        if (c != (REGION_MAGIC & 0xFF))
+            return 0;
+        if (read_region(r))
+            return -1;
+    }
 }
 
 /* ------------------------------------------------------------------ posting */
@@ -644,9 +676,13 @@ static int arrive(rank_t *r, uint64_t slot, uint32_t byte_len)
             return fail(r, "a message from rank %d is %s message %" PRId64 "; the tag engine "
                         "expects %s message %d", r->peer, KIND_NAME[kind], mid,
                         KIND_NAME[want], (int)p->mid);
+        /* (its region's announcement may have been read already: those fields stay) */
         arrival_t *a = &r->arrivals[r->narrivals++];
-        *a = (arrival_t){.kind = (int)kind, .comm = comm, .tag = tag, .nbytes = nbytes,
-                         .crc = crc};
+        a->kind = (int)kind;
+        a->comm = comm;
+        a->tag = tag;
+        a->nbytes = nbytes;
+        a->crc = crc;
         if (vs_tag_delivered(r->e, mid, comm, src, tag, (int64_t)nbytes,
                              kind == K_EAGER ? VS_TAG_EAGER : VS_TAG_RNDV))
             return refused(r, "delivered");
@@ -780,7 +816,10 @@ static int progress_until(rank_t *r, int what, int64_t arg, const char *text)
         }
         empty++;
         /* a peer that finished left BYE unread: only one that died shows a bare close */
-        if (empty % PEER_CHECK_EVERY == 0 && vq_peer_closed(r->fd))
+        int gone = empty % PEER_CHECK_EVERY == 0 ? peer_gone(r) : 0;
+        if (gone < 0)
+            return -1;
+        if (gone)
             return fail(r, "peer rank %d is gone (its TCP connection closed without BYE: the "
                         "process died) while a %s waited", r->peer, text);
         if (empty % CLOCK_CHECK_EVERY == 0 && now_s() > deadline)
@@ -833,7 +872,7 @@ static int do_isend(rank_t *r, uint64_t nbytes, int32_t tag, uint64_t *index)
                 fprintf(r->trace, "{\"ev\": \"tcp_write\", \"kind\": \"region\", \"value\": %"
                         PRId64 ", \"chunks\": 0, \"depth\": 0, \"length\": %" PRIu64 "}\n", mid,
                         nbytes);
-            rc = write_side(r, b, sizeof b);
+            rc = write_side(r, b, sizeof b, "a rendezvous region's announcement");
         }
         if (rc == 0)
             rc = queue_out(r, (out_item){K_RTS, 0, tag, mid, nbytes, crc, NULL, -1, -1});
@@ -934,6 +973,7 @@ static int wait_recv(rank_t *r, int64_t rid, uint64_t k, uint64_t nbytes, int32_
     r->verified++;
     free(rv->buf);
     rv->buf = NULL;
+    leave_if_asked(r);
     return 0;
 }
 
@@ -1034,7 +1074,7 @@ static int finish(rank_t *r)
         if (r->trace)
             fprintf(r->trace, "{\"ev\": \"tcp_write\", \"kind\": \"bye\", \"value\": %d, "
                     "\"chunks\": 0, \"depth\": 0}\n", BYE);
-        rc = write_side(r, &b, 1);
+        rc = write_side(r, &b, 1, "BYE");
     }
     if (rc == 0) {
         shutdown(r->fd, SHUT_WR);
@@ -1197,7 +1237,8 @@ static int setup(rank_t *r)
     put_le(hello + 20, o->max_msg, 4);
     if (r->trace)
         trace_hex(r, "tcp_write", hello, sizeof hello);
-    if (write_side(r, hello, sizeof hello) || read_side(r, theirs, sizeof theirs, "its hello"))
+    if (write_side(r, hello, sizeof hello, "the hello")
+        || read_side(r, theirs, sizeof theirs, "its hello"))
         return -1;
     if (r->trace)
         trace_hex(r, "tcp_read", theirs, sizeof theirs);
@@ -1277,7 +1318,8 @@ static const char USAGE[] =
     "  [--gid-index I (0)] [--ib-port P (1)] [--rounds N (3)]\n"
     "  [--sizes B,B,... (64,4096,262144,1048576)] [--eager-limit B (8192)] [--bounces N (32)]\n"
     "  [--max-msg B (65536)] [--sq-depth N (64)] [--timeout-ms T (5000)]\n"
-    "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] [--json] [--trace FILE]\n";
+    "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] [--exit-after N]\n"
+    "  [--json] [--trace FILE]\n";
 
 static int number(const char *name, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
 {
@@ -1325,7 +1367,7 @@ static int parse(int argc, char **argv, options *o)
     *o = (options){.rank = -1, .ib_port = 1, .rounds = 3, .nsizes = 4,
                    .sizes = {64, 4096, 262144, 1048576}, .eager_limit = 8192, .bounces = 32,
                    .max_msg = 65536, .sq_depth = 64, .timeout_ms = 5000,
-                   .side_timeout_ms = 30000, .connect_timeout_ms = 60000};
+                   .side_timeout_ms = 30000, .connect_timeout_ms = 60000, .exit_after = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
@@ -1401,6 +1443,10 @@ static int parse(int argc, char **argv, options *o)
             if (number(a, v, 1, 600000, &n))
                 return -1;
             o->connect_timeout_ms = (int)n;
+        } else if (strcmp(a, "--exit-after") == 0) {
+            if (number(a, v, 0, 100000, &n))
+                return -1;
+            o->exit_after = (int64_t)n;
         } else if (strcmp(a, "--trace") == 0) {
             o->trace = v;
         } else {
@@ -1446,6 +1492,8 @@ int main(int argc, char **argv)
     }
     double t0 = now_s();
     int rc = setup(r);
+    if (rc == 0)
+        leave_if_asked(r);
     if (rc == 0)
         rc = workload(r);
     if (rc == 0)
