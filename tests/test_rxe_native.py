@@ -115,6 +115,8 @@ def test_bad_arguments_exit_2_naming_what_was_wrong(args, message):
      "--bounces: expected an integer in 1..32768, got '0'"),
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--timeout-ms"],
      "--timeout-ms: needs a value"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--exit-after", "-1"],
+     "--exit-after: expected an integer in 0..100000, got '-1'"),
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--gates", "5"],
      "unknown option --gates"),
 ])
@@ -360,3 +362,25 @@ def test_ranks_with_different_plans_refuse_each_other_naming_the_setting(rxe_gue
     assert "verbs_tagged rank 1: the peer runs with rounds 1, this rank with 2" in r1.stderr
     assert r0.result is not None and r0.result["error"] == "the peer runs with rounds 2, this " \
                                                           "rank with 1"
+
+
+@pytest.mark.rxe
+def test_a_tagged_peer_that_dies_mid_run_ends_the_other_rank_with_an_error_naming_it(rxe_guest):
+    """Rank 1 leaves without a word after 6 messages (mid-round): rank 0 fails, naming the
+    peer's end as it met it (a wait that sees the connection close without BYE, a write to it,
+    or the peer's queue pair gone), never a timeout and never a success."""
+    import re
+
+    run = vn.TaggedRun(rounds=1, port=18_533, extra=((), ("--exit-after", "6")))
+    pair = vn.run_pair(rxe_guest.run, _tagged_program(), run, timeout=600)
+    survivor, dead = pair.ranks
+    assert dead.returncode == 3
+    assert "verbs_tagged rank 1: leaving after 6 messages without a word" in dead.stderr
+    assert survivor.returncode == 1 and survivor.result is not None
+    assert not survivor.result["ok"] and survivor.result["messages"] < run.messages
+    error = survivor.result["error"]
+    assert re.match(r"peer rank 1 is gone \(its TCP connection closed without BYE: the process "
+                    r"died\) while a .* waited$|TCP side channel: send: .* \(writing |the peer "
+                    r"closed the TCP connection before it sent |rdma completion error: ", error), \
+        error
+    assert f"verbs_tagged rank 0: {error}" in survivor.stderr
