@@ -317,6 +317,31 @@ def test_the_tagged_run_used_wildcards_posted_before_and_after_arrival(tagged_ru
 
 
 @pytest.mark.rxe
+def test_the_tagged_program_speaks_the_wire_of_refimpl_tagged(tagged_run):
+    """The C program's hello is tagged.HELLO, byte for byte; its bounce buffers hold a
+    tagged.HEADER and an eager payload; every SEND is that header, an eager one with its
+    payload after it."""
+    from verbspec.refimpl import tagged
+
+    _, traces = tagged_run
+    for t in _trace_pair(traces):
+        hello = [bytes.fromhex(e.data["bytes"]) for e in t.events
+                 if e.ev == "tcp_write" and e.data["kind"] == "hello"]
+        assert [tagged.HELLO.unpack(h) for h in hello] == [
+            (tagged.HELLO_MAGIC, tagged.VERSION, t.rank, TAGGED.eager_limit, 32,
+             TAGGED.max_msg, 0)]
+        bounce = {w[3] for e in t.events if e.ev == "post_recv" for w in e.data["wrs"]}
+        assert bounce == {tagged.HEADER.size + TAGGED.eager_limit}
+        sends = [(w[3], h) for e in t.events if e.ev == "post_send"
+                 for w, h in zip(e.data["wrs"], e.data["hdrs"], strict=True)]
+        assert {h["kind"] for _, h in sends} == {"eager", "rts", "fin"}
+        for length, h in sends:
+            assert length == tagged.HEADER.size + (h["bytes"] if h["kind"] == "eager" else 0)
+            assert h["src"] == t.rank
+        assert [h["seq"] for _, h in sends] == list(range(1, len(sends) + 1))
+
+
+@pytest.mark.rxe
 def test_the_tagged_device_traces_are_checked_by_the_tagged_validator(tagged_run):
     """Both ranks' device traces, checked on the host as a pyverbs run's are: queue-pair order,
     the wire, MPI matching through the spec's list engine, READ pieces and FIN after them."""
