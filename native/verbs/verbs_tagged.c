@@ -334,6 +334,12 @@ static void request_text(char *buf, size_t n, int32_t src, int32_t tag)
     snprintf(buf, n, "receive from %s (%s, comm 0)", s, t);
 }
 
+/* The peer's message mid (the peer's k-th: mid = peer * messages + k, checked on arrival). */
+static arrival_t *arrival_of(rank_t *r, int64_t mid)
+{
+    return &r->arrivals[(uint64_t)mid - (uint64_t)r->peer * r->messages];
+}
+
 /* ------------------------------------------------------------------ the side channel */
 static int read_side(rank_t *r, void *buf, size_t n, const char *what)
 {
@@ -503,7 +509,7 @@ static int pump(rank_t *r)
     while (r->rd_head < r->rd_tail && r->inflight < r->o.sq_depth) {
         const read_t *rd = &r->reads[r->rd_head++];
         recv_t *rv = &r->recvs[rd->rid];
-        const arrival_t *a = &r->arrivals[(uint64_t)rd->mid - (uint64_t)r->peer * r->messages];
+        const arrival_t *a = arrival_of(r, rd->mid);
         if (r->trace)
             fprintf(r->trace, "{\"ev\": \"post_read\", \"wr_id\": %" PRIu64 ", \"region\": "
                     "\"get%" PRId64 "\", \"offset\": %" PRIu64 ", \"remote\": \"rndv%" PRId64
@@ -529,7 +535,7 @@ static int queue_out(rank_t *r, out_item it)
 static void finish_recv(rank_t *r, int64_t rid, int64_t mid, int32_t code, const uint8_t *data)
 {
     recv_t *rv = &r->recvs[rid];
-    const arrival_t *a = &r->arrivals[(uint64_t)mid - (uint64_t)r->peer * r->messages];
+    const arrival_t *a = arrival_of(r, mid);
     uint64_t n = a->nbytes < rv->nbytes ? a->nbytes : rv->nbytes;
     if (data)
         memcpy(rv->buf, data, n);
@@ -548,7 +554,7 @@ static int start_rndv(rank_t *r, int64_t rid, int64_t mid)
         return refused(r, "start_read");
     const vs_tag_out *out = vs_tag_emitted(r->e);
     uint64_t len = (uint64_t)out->reads[0].length;
-    arrival_t *a = &r->arrivals[(uint64_t)mid - (uint64_t)r->peer * r->messages];
+    arrival_t *a = arrival_of(r, mid);
     while (!a->announced)
         if (read_region(r))
             return -1;
@@ -579,7 +585,7 @@ static int got_rndv(rank_t *r, int64_t rid)
 {
     recv_t *rv = &r->recvs[rid];
     int64_t mid = rv->mid;
-    const arrival_t *a = &r->arrivals[(uint64_t)mid - (uint64_t)r->peer * r->messages];
+    const arrival_t *a = arrival_of(r, mid);
     int code = ibv_dereg_mr(rv->mr);
     rv->mr = NULL;
     if (code)
@@ -610,7 +616,7 @@ static int on_match(rank_t *r)
         return 0;
     int64_t rid = out->matches[0].rid, mid = out->matches[0].mid;
     if (out->kinds & VS_TAG_OUT_COMPLETIONS) {
-        arrival_t *a = &r->arrivals[(uint64_t)mid - (uint64_t)r->peer * r->messages];
+        arrival_t *a = arrival_of(r, mid);
         finish_recv(r, rid, mid, out->completions[0].code, a->data);
         free(a->data);
         a->data = NULL;
@@ -951,7 +957,7 @@ static int wait_recv(rank_t *r, int64_t rid, uint64_t k, uint64_t nbytes, int32_
     if (rv->truncated)
         snprintf(error, sizeof error, "MPI_ERR_TRUNCATE: a message of %" PRIu64 " bytes from "
                  "rank %d (tag %d) is longer than the receive's %" PRIu64 " bytes",
-                 r->arrivals[(uint64_t)rv->mid - (uint64_t)r->peer * r->messages].nbytes,
+                 arrival_of(r, rv->mid)->nbytes,
                  (int)rv->st_source, (int)rv->st_tag, rv->nbytes);
     if (r->trace)
         trace_status(r, rv->st_source, rv->st_tag, rv->st_count, error);
