@@ -358,6 +358,30 @@ def test_the_tagged_device_traces_are_checked_by_the_tagged_validator(tagged_run
 
 
 @pytest.mark.rxe
+def test_a_tampered_copy_of_the_tagged_trace_is_rejected_where_it_was_changed(tagged_run,
+                                                                              tmp_path):
+    """The validator reads the C program's trace for what it says: a receive's status with
+    another tag than its MPI match's is rejected at that line."""
+    import json
+    import shutil
+
+    from verbspec.refimpl.trace_tagged import validate_tagged
+
+    _, traces = tagged_run
+    lines = (traces / "trace-rank0.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines)
+              if '"status"' in line and json.loads(line)["status"]["source"] == 1)
+    event = json.loads(lines[at])
+    event["status"]["tag"] += 1
+    lines[at] = json.dumps(event)
+    (tmp_path / "trace-rank0.jsonl").write_text("\n".join(lines) + "\n")
+    shutil.copy(traces / "trace-rank1.jsonl", tmp_path / "trace-rank1.jsonl")
+    rep = validate_tagged(_trace_pair(tmp_path))
+    assert not rep.ok and (rep.rank, rep.line) == (0, at + 1)
+    assert "its MPI match gives" in rep.message
+
+
+@pytest.mark.rxe
 def test_one_bounce_buffer_per_peer_is_flow_controlled_by_credit_reads(rxe_guest, rxe_scratch):
     """With one bounce buffer a sender is out of credits after each message: it READs the
     peer's count instead of meeting RNR (the queue pair has rnr_retry 0, so an RNR would fail
