@@ -1,14 +1,16 @@
-"""The native verbs transport: native/verbs/verbs_gate.c (the C gate engine over libibverbs, one
-rank per process) built at run time, run as two ranks on two rxe devices in the soft-RoCE guest,
-their outcomes merged; and ``verbspec bench verbs``, the gate round trip against
-``ibv_uc_pingpong`` moving the same bytes, side by side in one guest command.
+"""The native verbs transport: native/verbs/verbs_gate.c (the C gate engine over a UC queue pair)
+and native/verbs/verbs_tagged.c (tagged messaging over an RC queue pair, matched by the C tag
+engine), one rank per process, built at run time, run as two ranks on two rxe devices in the
+soft-RoCE guest, their outcomes merged; and ``verbspec bench verbs``, the gate round trip
+against ``ibv_uc_pingpong`` moving the same bytes, side by side in one guest command.
 
-The program builds only where libibverbs' headers are installed (Debian: libibverbs-dev); where
-they are not, ``build_gate_program`` raises ``VerbsUnavailable`` saying so, and nothing else in
-the package needs them. Builds are cached by a hash of the sources, flags and compiler, under
-``$VERBSPEC_BUILD_CACHE`` or ``~/.cache/verbspec/build``, a host path the guest sees (it shares
-the host root). A guest runs one command at a time, so both ranks start from one shell command
-and their outputs come back in marked sections (``pair_script``, ``split_sections``).
+The programs build only where libibverbs' headers are installed (Debian: libibverbs-dev); where
+they are not, ``build_gate_program`` and ``build_tagged_program`` raise ``VerbsUnavailable``
+saying so, and nothing else in the package needs them. Builds are cached by a hash of the
+sources, flags and compiler, under ``$VERBSPEC_BUILD_CACHE`` or ``~/.cache/verbspec/build``, a
+host path the guest sees (it shares the host root). A guest runs one command at a time, so both
+ranks start from one shell command and their outputs come back in marked sections
+(``pair_script``, ``split_sections``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ NATIVE = Path(native.__file__).resolve().parent
 VERBS = NATIVE / "verbs"
 GATE_SOURCES = (VERBS / "verbs_gate.c", VERBS / "verbs_qp.c", NATIVE / "gate_engine.c")
 GATE_HEADERS = (VERBS / "verbs_qp.h", NATIVE / "gate_engine.h")
+TAGGED_SOURCES = (VERBS / "verbs_tagged.c", VERBS / "verbs_qp.c", NATIVE / "tag_engine.c")
+TAGGED_HEADERS = (VERBS / "verbs_qp.h", NATIVE / "tag_engine.h")
 CFLAGS = ("-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-libverbs",)
 CACHE_ENV = "VERBSPEC_BUILD_CACHE"
@@ -79,25 +83,37 @@ def _digest(sources: Sequence[Path], flags: Sequence[str], cc: str) -> str:
     return h.hexdigest()[:16]
 
 
-def build_gate_program(cache: Path | None = None) -> Path:
-    """The verbs_gate program, compiled (warnings are errors) or taken from the cache."""
+def _build(name: str, sources: Sequence[Path], headers: Sequence[Path],
+           cache: Path | None) -> Path:
+    """Program ``name`` compiled from ``sources`` (warnings are errors), or taken from the
+    cache; VerbsUnavailable where libibverbs' headers (or a compiler) are missing."""
     missing = headers_missing()
     if missing:
         raise VerbsUnavailable(missing)
     cc = cprogram.compiler()
     out_dir = cache or build_cache()
-    exe = out_dir / f"verbs_gate-{_digest((*GATE_SOURCES, *GATE_HEADERS), (*CFLAGS, *LIBS), cc)}"
+    exe = out_dir / f"{name}-{_digest((*sources, *headers), (*CFLAGS, *LIBS), cc)}"
     if exe.exists():
         return exe
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
         trial = Path(tmp) / exe.name
-        done = cprogram.compile_c(trial, GATE_SOURCES, CFLAGS, (NATIVE, VERBS), LIBS)
+        done = cprogram.compile_c(trial, sources, CFLAGS, (NATIVE, VERBS), LIBS)
         if done.returncode != 0:
-            raise BuildError(f"native/verbs/verbs_gate.c did not compile:\n"
+            raise BuildError(f"native/verbs/{sources[0].name} did not compile:\n"
                              f"{done.stderr.strip()}")
         trial.replace(exe)      # whole or not at all: a concurrent build writes the same file
     return exe
+
+
+def build_gate_program(cache: Path | None = None) -> Path:
+    """The verbs_gate program, compiled (warnings are errors) or taken from the cache."""
+    return _build("verbs_gate", GATE_SOURCES, GATE_HEADERS, cache)
+
+
+def build_tagged_program(cache: Path | None = None) -> Path:
+    """The verbs_tagged program, compiled (warnings are errors) or taken from the cache."""
+    return _build("verbs_tagged", TAGGED_SOURCES, TAGGED_HEADERS, cache)
 
 
 # ------------------------------------------------------------------ a pair of ranks
@@ -117,13 +133,48 @@ class GateRun:
     extra: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())   # more options per rank
 
     def argv(self, binary: Path, rank: int) -> list[str]:
-        where = (["--listen", str(self.port)] if rank == 0
-                 else ["--peer", f"{LISTEN_ADDR}:{self.port}"])
         args = [str(binary), "--rank", str(rank), "--device", self.devices[rank],
-                "--gid-index", str(self.gid_index), *where, "--gates", str(self.gates),
-                "--more-gates", str(self.more_gates), "--big-bytes", str(self.big_bytes),
-                "--vector-bytes", str(self.vector_bytes), "--timeout-ms", str(self.timeout_ms),
-                "--json"]
+                "--gid-index", str(self.gid_index), *_where(rank, self.port),
+                "--gates", str(self.gates), "--more-gates", str(self.more_gates),
+                "--big-bytes", str(self.big_bytes), "--vector-bytes", str(self.vector_bytes),
+                "--timeout-ms", str(self.timeout_ms), "--json"]
+        if self.trace_dir:
+            args += ["--trace", f"{self.trace_dir}/trace-rank{rank}.jsonl"]
+        return args + list(self.extra[rank])
+
+
+def _where(rank: int, port: int) -> list[str]:
+    """Rank 0 listens on the guest's first veth address; rank 1 connects to it."""
+    return ["--listen", str(port)] if rank == 0 else ["--peer", f"{LISTEN_ADDR}:{port}"]
+
+
+@dataclass(frozen=True)
+class TaggedRun:
+    """The tagged program's plan for both ranks (they check that they agree): ``rounds`` of
+    the demo's three phases over ``sizes`` (eager up to ``eager_limit``, rendezvous above)."""
+
+    rounds: int = 3
+    sizes: tuple[int, ...] = (64, 4096, 256 * 1024, 1 << 20)
+    eager_limit: int = 8192
+    max_msg: int = 65_536
+    timeout_ms: int = 20_000
+    port: int = 18_530
+    devices: tuple[str, str] = DEVICES
+    gid_index: int = 0
+    trace_dir: str | None = None            # a guest path: rank R writes trace-rankR.jsonl
+    extra: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())   # more options per rank
+
+    @property
+    def messages(self) -> int:
+        """Messages each rank sends (and receives)."""
+        return self.rounds * 3 * len(self.sizes)
+
+    def argv(self, binary: Path, rank: int) -> list[str]:
+        args = [str(binary), "--rank", str(rank), "--device", self.devices[rank],
+                "--gid-index", str(self.gid_index), *_where(rank, self.port),
+                "--rounds", str(self.rounds), "--sizes", ",".join(map(str, self.sizes)),
+                "--eager-limit", str(self.eager_limit), "--max-msg", str(self.max_msg),
+                "--timeout-ms", str(self.timeout_ms), "--json"]
         if self.trace_dir:
             args += ["--trace", f"{self.trace_dir}/trace-rank{rank}.jsonl"]
         return args + list(self.extra[rank])
@@ -162,7 +213,7 @@ def _report_lines(tag: str) -> list[str]:
     return lines
 
 
-def pair_lines(binary: Path, run: GateRun, tag: str = "gate") -> list[str]:
+def pair_lines(binary: Path, run: GateRun | TaggedRun, tag: str = "gate") -> list[str]:
     """Shell lines running both ranks of ``run`` and reporting each in a marked section."""
     return [*_rank_lines(run.argv(binary, 0), 0, tag), *_rank_lines(run.argv(binary, 1), 1, tag),
             *_report_lines(tag)]
@@ -214,7 +265,20 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "transport": "verbs-c", "devices": [a["device"], b["device"]]}
 
 
-def pair_outcome(sections: dict[tuple[str, int], tuple[int, str, str]], tag: str = "gate"
+def merge_tagged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Both ranks of a tagged run as one: counts summed (each rank counts the messages it
+    received and the eager and rendezvous messages it sent), ok when both are."""
+    out: dict[str, Any] = {k: a[k] + b[k] for k in ("messages", "eager", "rendezvous", "bytes",
+                                                    "verified", "mismatches", "credit_reads")}
+    out.update({"mib_per_s": a["mib_per_s"], "wall_s": max(a["wall_s"], b["wall_s"]),
+                "ok": bool(a["ok"] and b["ok"]),
+                "errors": [e for e in (a["error"], b["error"]) if e],
+                "transport": "verbs-c", "devices": [a["device"], b["device"]]})
+    return out
+
+
+def pair_outcome(sections: dict[tuple[str, int], tuple[int, str, str]], tag: str = "gate",
+                 merger: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] = merge
                  ) -> PairOutcome:
     ranks = []
     for r in (0, 1):
@@ -223,18 +287,21 @@ def pair_outcome(sections: dict[tuple[str, int], tuple[int, str, str]], tag: str
         rc, out, err = sections[(tag, r)]
         ranks.append(RankOutcome(r, rc, _json_line(out), err))
     a, b = ranks[0].result, ranks[1].result
-    return PairOutcome((ranks[0], ranks[1]), merge(a, b) if a and b else {})
+    return PairOutcome((ranks[0], ranks[1]), merger(a, b) if a and b else {})
 
 
 Runner = Callable[..., Any]     # RxeGuest.run: (argv, timeout=...) -> GuestResult
 
 
-def run_pair(guest_run: Runner, binary: Path, run: GateRun, timeout: float = 600.0
+def run_pair(guest_run: Runner, binary: Path, run: GateRun | TaggedRun, timeout: float = 600.0
              ) -> PairOutcome:
-    """Both ranks of ``run`` in the guest, in one command; their outcomes, merged."""
-    res = guest_run(pair_script(pair_lines(binary, run)), timeout=timeout)
+    """Both ranks of ``run`` (the gate program's or the tagged program's) in the guest, in one
+    command; their outcomes, merged."""
+    tag = "tagged" if isinstance(run, TaggedRun) else "gate"
+    res = guest_run(pair_script(pair_lines(binary, run, tag)), timeout=timeout)
     try:
-        return pair_outcome(split_sections(res.stdout))
+        return pair_outcome(split_sections(res.stdout), tag,
+                            merge_tagged if tag == "tagged" else merge)
     except VerbsRunError as e:
         raise VerbsRunError(f"{e} (exit {res.returncode}; stderr: {res.stderr.strip()})") from None
 
