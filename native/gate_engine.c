@@ -111,6 +111,14 @@ static uint64_t chunk_len(const vs_gate *e, uint64_t k)
     return min_u(e->cfg.max_msg, e->cfg.vec_bytes - k * e->cfg.max_msg);
 }
 
+/* Bytes of the window's chunk i: whole messages but for the big gate's last chunk. */
+static uint64_t big_len(const vs_gate *e, uint64_t i)
+{
+    if (e->big_base + i == e->big_chunks - 1 && e->cfg.big_last_bytes)
+        return e->cfg.big_last_bytes;
+    return e->cfg.max_msg;
+}
+
 /* (seq - 1) mod m, as the schedule counts gates from 1 */
 static uint64_t ordinal(uint64_t seq, uint64_t m) { return seq == 0 ? m - 1 : (seq - 1) % m; }
 
@@ -300,6 +308,8 @@ int vs_gate_create(const vs_gate_config *cfg, uint64_t grant, vs_gate **out, cha
         return bad_config(err, err_len, "rq_depth, sq_depth, chain_max, staging_bytes >= 1");
     if (cfg->big_depth < 1 || cfg->big_depth > VS_GATE_MAX_BIG_DEPTH)
         return bad_config(err, err_len, "big_depth must be 1..256");
+    if (cfg->big_last_bytes > cfg->max_msg)
+        return bad_config(err, err_len, "big_last_bytes must be 0..max_msg");
 
     uint64_t chunks = (cfg->vec_bytes + cfg->max_msg - 1) / cfg->max_msg;
     /* the longest chain one step posts: the arming window, or a big-gate sub-batch */
@@ -505,9 +515,9 @@ static int post_staging(vs_gate *e)
     uint64_t n = min_u(e->cfg.chain_max, e->big_win - e->big_posted);
     for (uint64_t i = e->big_posted; i < e->big_posted + n; i++)
 #if VS_MUTANT == 11
-        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i + 1, 0, e->cfg.max_msg);
+        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i + 1, 0, big_len(e, i));
 #else
-        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, e->cfg.max_msg);
+        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, big_len(e, i));
 #endif
     e->big_posted += n;
     if (e->big_posted == e->big_win)
@@ -537,7 +547,7 @@ static int big_progress(vs_gate *e)
         room = free_sq;
     if (room > 0) {
         for (uint64_t i = e->big_sent; i < e->big_sent + (uint64_t)room; i++)
-            put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, e->cfg.max_msg);
+            put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, big_len(e, i));
         e->big_sent += (uint64_t)room;
         e->send_outstanding += room;
         return VS_GATE_OK;
@@ -700,8 +710,8 @@ static int received(vs_gate *e, const vs_gate_completion *c)
             || (e->big_recvd[(index - 1) / 64] >> ((index - 1) % 64) & 1u))
             return fail(e, BIG_INVALID, (ull)c->wr_id);
         uint64_t idx = index - 1;
-        if (c->byte_len != e->cfg.max_msg)
-            return fail(e, BIG_LENGTH, (ull)idx, (unsigned)c->byte_len, (unsigned)e->cfg.max_msg);
+        if (c->byte_len != big_len(e, idx))
+            return fail(e, BIG_LENGTH, (ull)idx, (unsigned)c->byte_len, (unsigned)big_len(e, idx));
         e->big_recvd[idx / 64] |= UINT64_C(1) << (idx % 64);
         e->big_n_recvd++;
     } else if (c->wr_id > e->recv_done) {

@@ -97,6 +97,7 @@ typedef struct {
     uint64_t big_depth;         /* cap on a big-gate window (1..256) */
     uint64_t chain_max;         /* longest chain of work requests posted at once */
     uint64_t staging_bytes;     /* big-gate staging area */
+    uint64_t big_last_bytes;    /* a big gate's last chunk, its remainder (0: a whole message) */
 } vs_gate_config;
 
 typedef struct {

@@ -580,7 +580,7 @@ def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, 
 # (parameters, fault actions per path)
 PATH_CONFIGS: tuple[tuple[dict[str, int], int], ...] = (
     ({"window": 4, "vec_bytes": 24576, "chain_max": 2, "big_gates": 1, "big_depth": 2,
-      "ops": 3, "faults": 1}, 1),
+      "big_last_bytes": 4096, "ops": 3, "faults": 1}, 1),
 )
 PATH_DEPTH = 10
 

@@ -52,7 +52,7 @@ OWN_BUILDS = ("not asan and not mutant and not every_bucket_is_shared and not wa
 GATE_RANDOM = ({}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes": 100},
                {"window": 3, "ops": 10, "qp_type": "rc", "chain_max": 2},
                {"window": 4, "gates_per_token": 0, "n_slots": 5, "big_depth": 3,
-                "rq_depth": 2, "sq_depth": 2})
+                "rq_depth": 2, "sq_depth": 2, "big_last_bytes": 8})
 GATE_RUNS, GATE_STEPS, GATE_FAULT_RATE = 40, 2000, 0.02
 TAG_RUNS, TAG_STEPS = 60, 400
 # the allocation failure sweep's tag-matching jobs: a configuration (beyond the spec's

@@ -295,12 +295,18 @@ class GateEngine:
         c = self.cfg
         n = min(c.chain_max, self.big_win - self.big_posted)
         first = self.big_posted
-        recvs = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg)
+        recvs = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, self._big_len(i))
                       for i in range(first, first + n))
         self.big_posted += n
         if self.big_posted == self.big_win:
             self.phase = BIG_BAR_SEND
         return Emitted(recvs=recvs)
+
+    def _big_len(self, i: int) -> int:
+        """Bytes of the window's chunk i: whole messages but for the big gate's last chunk."""
+        if self.big_base + i == self.big_chunks - 1 and self.cfg.big_last_bytes:
+            return self.cfg.big_last_bytes
+        return self.cfg.max_msg
 
     def _big_barrier(self) -> Emitted:
         self.barrier_tag = (self.barrier_tag + 1) & 0xFF
@@ -315,7 +321,7 @@ class GateEngine:
                    c.big_send_depth() - self.send_outstanding)
         if room > 0:
             first = self.big_sent
-            sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg)
+            sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, self._big_len(i))
                           for i in range(first, first + room))
             self.big_sent += room
             self.send_outstanding += room
@@ -400,8 +406,8 @@ class GateEngine:
             idx = (c.wr_id & ~TAG_MASK) - 1
             if not 0 <= idx < self.big_win or idx in self.big_recvd:
                 return errors.BIG_INVALID(wr_id=c.wr_id)
-            if c.byte_len != self.cfg.max_msg:
-                return errors.BIG_LENGTH(chunk=idx, got=c.byte_len, want=self.cfg.max_msg)
+            if c.byte_len != self._big_len(idx):
+                return errors.BIG_LENGTH(chunk=idx, got=c.byte_len, want=self._big_len(idx))
             self.big_recvd.add(idx)
         else:
             self.recv_done = max(self.recv_done, c.wr_id)

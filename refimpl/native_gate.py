@@ -61,7 +61,7 @@ STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
 BYTE, HEADER = "byte", "header"
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",
                  "slot_step", "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max",
-                 "staging_bytes")
+                 "staging_bytes", "big_last_bytes")
 # vs_gate_wr: wr_id, offset, length (uint64), buf, signaled (int32), native byte order
 WR_LAYOUT = struct.Struct("=QQQii")
 NUL = b"\0"

@@ -216,7 +216,7 @@ def test_a_malformed_trace_file_is_refused_by_name(tmp_path, capsys):
 
 GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 n_slots=64 "
                "slot_start=0 slot_step=1 slot_mask=0 rq_depth=64 sq_depth=64 big_depth=16 "
-               "chain_max=4 staging_bytes=1048576 grant0=64 grant1=4")
+               "chain_max=4 staging_bytes=1048576 big_last_bytes=0 grant0=64 grant1=4")
 
 
 def _run_script(drivers, protocol: str, tmp_path: Path, script: str

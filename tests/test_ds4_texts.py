@@ -201,7 +201,9 @@ SCENARIOS: dict[str, Scenario] = {
                                         ("stray_completion", 0, "recv"), ("reap", 0))],
     "BIG_INVALID": lambda g: [_big_receive(g, TAG_BULK | 6, 16384),
                               _big_receive(g, TAG_BULK | 0, 16384)],
-    "BIG_LENGTH": lambda g: [_big_receive(g, TAG_BULK | 1, 100)],
+    "BIG_LENGTH": lambda g: [_big_receive(g, TAG_BULK | 1, 100),
+                             # a big gate's last chunk must hold exactly its remainder
+                             _big_receive(build({"big_last_bytes": 100}), TAG_BULK | 1, 16384)],
     "BIG_PEER": lambda g: [error_of(g, *BIG_XFER, ("crash", 1), ("peer_gone", 0))],
     "BIG_TIMEOUT": lambda g: [error_of(g, *BIG_XFER, ("big_send", 0), ("timeout", 0))],
 }
@@ -226,7 +228,8 @@ EXPECTED = {
                      f"tag in a big gate window" for wr_id in (3, TAG_WARM)],
     "BIG_INVALID": [f"duplicate or invalid big gate completion {TAG_BULK | 6}",
                     f"duplicate or invalid big gate completion {TAG_BULK | 0}"],
-    "BIG_LENGTH": ["big gate chunk 0 received 100 bytes, expected 16384"],
+    "BIG_LENGTH": ["big gate chunk 0 received 100 bytes, expected 16384",
+                   "big gate chunk 0 received 16384 bytes, expected 100"],
     "BIG_TIMEOUT": ["timeout in big gate window (0/1 recvs, 0/1 sends, 1 sent)"],
 }
 

@@ -101,6 +101,24 @@ def test_drain_then_big_gate_then_rearm():
             if s.action == "big_barrier_write" and s.args["rank"] == 0] == [1]
 
 
+def test_a_big_gates_last_chunk_is_its_remainder_posted_sent_and_checked_exactly():
+    """As ds4 posts a transfer's last chunk: its receive and send are its remainder, and its
+    arrival is that long (a receive of another length fails: tests/test_ds4_texts.py)."""
+    sys_ = build({"chain_max": 4, "big_last_bytes": 100})
+    t = run(sys_, ("setup", 0), ("setup", 1), ("call_big", 0, 5), ("call_big", 1, 5),
+            ("big_header_write", 0), ("big_header_write", 1), ("big_header_read", 0),
+            ("big_header_read", 1))
+    t = _drive(sys_, t, stop=lambda s: all(r.phase == "idle" for r in s.ranks))
+    recvs = [w for s in t.steps if s.action == "big_post_recv" and s.args["rank"] == 0
+             for w in s.obs.recvs]
+    sends = [w for s in t.steps if s.action == "big_send" and s.args["rank"] == 0
+             for w in s.obs.sends]
+    assert [w.length for w in recvs] == [w.length for w in sends] == [16384] * 4 + [100]
+    assert sum(c.byte_len for s in t.steps if s.action == "reap" and s.args["rank"] == 0
+               for c in s.obs.polled if c.opcode == "recv") == 4 * 16384 + 100
+    assert sys_.spec.cfg.big_chunk_len(4, 5) == 100
+
+
 def test_big_windows_are_capped_by_the_negotiated_depth():
     sys_ = build({"rq_depth": 3, "window": 1, "vec_bytes": 100})
     # big-gate sizes explored: 1, chain_max + 1 and one past the window (here 3 + 1 = 4)

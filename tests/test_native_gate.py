@@ -270,7 +270,8 @@ BAD_CONFIGS = [({"max_msg": 0}, "max_msg"), ({"max_msg": 2 ** 31 + 1}, "max_msg"
                 "slot schedule"),
                ({"rq_depth": 0}, "rq_depth"), ({"sq_depth": 0}, "sq_depth"),
                ({"chain_max": 0}, "chain_max"), ({"staging_bytes": 0}, "staging_bytes"),
-               ({"big_depth": 0}, "big_depth"), ({"big_depth": 257}, "big_depth")]
+               ({"big_depth": 0}, "big_depth"), ({"big_depth": 257}, "big_depth"),
+               ({"big_last_bytes": 16385}, "big_last_bytes")]
 
 
 @pytest.mark.parametrize("values,named", BAD_CONFIGS,

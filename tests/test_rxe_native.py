@@ -20,7 +20,8 @@ from conftest import check_device_trace, require
 
 from verbspec.refimpl import verbs_native as vn
 
-BIG = 12 << 20
+# 12 MiB and half a chunk: three windows of 256 chunks, then one of a short chunk (8 KiB)
+BIG = (12 << 20) + 8192
 GATES, MORE = 10_000, 1_000
 
 
@@ -79,7 +80,7 @@ def test_without_the_headers_the_build_says_what_to_install(build, tmp_path, mon
     (["--rank", "0", "--device", "rxe0", "--peer", "nohost"],
      "--peer: expected HOST:PORT, got 'nohost'"),
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--vector-bytes", "24577"],
-     "--vector-bytes and --max-msg must be multiples of 8"),
+     "--vector-bytes, --max-msg and --big-bytes must be multiples of 8"),
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--gates"], "--gates: needs a value"),
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--bogus", "1"],
      "unknown option --bogus"),
@@ -166,8 +167,8 @@ def test_a_tagged_pair_outcome_sums_both_ranks():
 # ------------------------------------------------------------------ in the guest
 @pytest.fixture(scope="module")
 def gate_run(rxe_guest, rxe_scratch):
-    """Both ranks, rxe0 <-> rxe1: 10,000 gates, a 12 MiB big gate, 1,000 more gates, traced
-    into the shared scratch directory."""
+    """Both ranks, rxe0 <-> rxe1: 10,000 gates, a big gate of 12 MiB and 8 KiB, 1,000 more
+    gates, traced into the shared scratch directory."""
     exe = _program()
     traces = rxe_scratch / "native"
     traces.mkdir()

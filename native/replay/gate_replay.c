@@ -30,7 +30,7 @@
 static const char *const CONFIG_NAMES[] = {
     "vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start", "slot_step",
     "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max", "staging_bytes",
-    "grant0", "grant1",
+    "big_last_bytes", "grant0", "grant1",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
 static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage"};
@@ -256,11 +256,11 @@ static int run(driver *d, rp_script *s, size_t *steps)
         .vec_bytes = v[0], .max_msg = v[1], .window = v[2], .gates_per_token = v[3],
         .n_slots = v[4], .slot_start = v[5], .slot_step = v[6], .slot_mask = v[7],
         .rq_depth = v[8], .sq_depth = v[9], .big_depth = v[10], .chain_max = v[11],
-        .staging_bytes = v[12],
+        .staging_bytes = v[12], .big_last_bytes = v[13],
     };
     for (int r = 0; r < 2; r++) {
         char err[VS_GATE_TEXT];
-        if (vs_gate_create(&cfg, v[13 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {
+        if (vs_gate_create(&cfg, v[14 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {
             rp_fail(s, "the engine refuses the configuration of rank %d: %s", r, err);
             return RP_MALFORMED;
         }

@@ -211,12 +211,13 @@ static void trace_begin(rank_t *r)
             ", \"n_slots\": %" PRIu64 ", \"slot_start\": %" PRIu64 ", \"slot_step\": %" PRIu64
             ", \"slot_mask\": %" PRIu64 ", \"rq_depth\": %" PRIu64 ", \"sq_depth\": %" PRIu64
             ", \"cq_depth\": %" PRIu64 ", \"big_depth\": %" PRIu64 ", \"chain_max\": %" PRIu64
-            ", \"staging_bytes\": %" PRIu64 ", \"timeout_ms\": %d, \"qp_type\": \"uc\", "
+            ", \"staging_bytes\": %" PRIu64 ", \"big_last_bytes\": %" PRIu64
+            ", \"timeout_ms\": %d, \"qp_type\": \"uc\", "
             "\"unsignaled_completions\": 0, \"faults\": 1, \"wire_loss\": 0, \"ops\": %" PRIu64
             ", \"big_gates\": %d}}\n", r->o.rank, c->vec_bytes, c->max_msg, c->window,
             c->gates_per_token, c->n_slots, c->slot_start, c->slot_step, c->slot_mask,
             c->rq_depth, c->sq_depth, r->o.cq_depth, c->big_depth, c->chain_max,
-            c->staging_bytes, r->o.timeout_ms, ops, r->o.big_bytes ? 1 : 0);
+            c->staging_bytes, c->big_last_bytes, r->o.timeout_ms, ops, r->o.big_bytes ? 1 : 0);
 }
 
 /* ------------------------------------------------------------------ carrying out a step */
@@ -325,14 +326,16 @@ static int write_item(rank_t *r, const vs_gate_tcp *t)
     return 0;
 }
 
-/* The window's chunks all landed: check each against the peer's pattern. */
+/* The window's chunks all landed: check each against the peer's pattern (the big gate's last
+ * chunk holds its remainder). */
 static int window_done(rank_t *r)
 {
-    const uint64_t m = r->cfg.max_msg;
+    const uint64_t m = r->cfg.max_msg, last = (r->o.big_bytes + m - 1) / m - 1;
     for (uint64_t i = 0; i < r->big_win; i++) {
         uint64_t k = r->big_base + i;
-        long long at = first_bad(r->mem[R_STAGE] + i * m, m, chunk_key(1 - r->o.rank,
-                                                                         r->big_no, k));
+        uint64_t len = k == last && r->cfg.big_last_bytes ? r->cfg.big_last_bytes : m;
+        long long at = first_bad(r->mem[R_STAGE] + i * m, len, chunk_key(1 - r->o.rank,
+                                                                           r->big_no, k));
         if (at >= 0) {
             r->mismatches++;
             return fail(r, "big gate %" PRIu64 ": chunk %" PRIu64 " failed its check at byte %lld"
@@ -600,7 +603,8 @@ static int setup(rank_t *r)
         .vec_bytes = o->vec_bytes, .max_msg = o->max_msg, .window = o->window,
         .gates_per_token = 86, .n_slots = 86, .slot_start = 0, .slot_step = 1, .slot_mask = 0,
         .rq_depth = 1024, .sq_depth = 1024, .big_depth = VS_GATE_MAX_BIG_DEPTH,
-        .chain_max = 64, .staging_bytes = VS_GATE_MAX_BIG_DEPTH * o->max_msg};
+        .chain_max = 64, .staging_bytes = VS_GATE_MAX_BIG_DEPTH * o->max_msg,
+        .big_last_bytes = o->big_bytes % o->max_msg};
     char why[VS_GATE_TEXT];
     if (vs_gate_create(&r->cfg, 0, &r->e, why, sizeof why))
         return fail(r, "the gate configuration was refused: %s", why);
@@ -867,9 +871,9 @@ static int parse(int argc, char **argv, options *o)
                 USAGE);
         return -1;
     }
-    if (o->vec_bytes % 8 || o->max_msg % 8) {
-        fprintf(stderr, "verbs_gate: --vector-bytes and --max-msg must be multiples of 8 (the "
-                "payload pattern is written in 8-byte words)\n");
+    if (o->vec_bytes % 8 || o->max_msg % 8 || o->big_bytes % 8) {
+        fprintf(stderr, "verbs_gate: --vector-bytes, --max-msg and --big-bytes must be multiples "
+                "of 8 (the payload pattern is written in 8-byte words)\n");
         return -1;
     }
     if (o->more_gates == UINT64_MAX)

@@ -52,7 +52,7 @@ from verbspec.spec.lts import Trace, TraceStep
 # (parameters, variants, fault actions per run): small enough to visit every state, together
 # taking every action but lose (wire loss is outside the model's scope)
 TWO = {"window": 2, "vec_bytes": 100, "chain_max": 2}
-BIG = {**TWO, "big_gates": 1, "big_depth": 2}
+BIG = {**TWO, "big_gates": 1, "big_depth": 2, "big_last_bytes": 8}   # short last chunks
 Config = tuple[Mapping[str, Any], Sequence[str], int]
 CONFIGS: tuple[Config, ...] = (
     # decode gates: three in a row through a window of two, one- and two-chunk vectors

@@ -46,6 +46,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("big_depth", int, 256, "cap on a big-gate window (receives in flight)", lo=1, hi=256),
     ParamSpec("chain_max", int, 64, "longest chain of work requests posted at once", lo=1,
               hi=MAX_QUEUE),
+    ParamSpec("big_last_bytes", int, 0,
+              "bytes of a big gate's last chunk, its transfer's remainder (0: a whole chunk)",
+              lo=0, hi=MAX_MESSAGE),
     ParamSpec("staging_bytes", int, 256 * 16384,
               "big-gate staging area; caps the window at staging_bytes / max_msg", lo=1,
               hi=2**40),
@@ -83,6 +86,7 @@ class GateConfig:
     cq_depth: int
     big_depth: int
     chain_max: int
+    big_last_bytes: int
     staging_bytes: int
     timeout_ms: int
     qp_type: str
@@ -112,6 +116,11 @@ class GateConfig:
         """Big-gate window for a granted receive depth: capped by big_depth and staging."""
         return max(1, min(rq_depth, self.big_depth, self.staging_bytes // self.max_msg))
 
+    def big_chunk_len(self, k: int, chunks: int) -> int:
+        """Bytes of chunk k of a big gate of ``chunks`` chunks: whole chunks, the last one
+        short by the transfer's remainder, as ds4 posts and checks them."""
+        return (self.big_last_bytes or self.max_msg) if k == chunks - 1 else self.max_msg
+
     def big_send_depth(self) -> int:
         return min(self.sq_depth, self.big_depth)
 
@@ -132,6 +141,9 @@ def make_config(values: Mapping[str, Any]) -> GateConfig:
     if cfg.vec_bytes > 2 * cfg.max_msg:
         raise ParamError(f"parameter vec_bytes: gate vector {cfg.vec_bytes} bytes exceeds twice "
                          f"the driver's {cfg.max_msg} message limit")
+    if cfg.big_last_bytes > cfg.max_msg:
+        raise ParamError(f"parameter big_last_bytes: {cfg.big_last_bytes} is above max_msg "
+                         f"{cfg.max_msg}: a big gate's last chunk is at most one message")
     if cfg.slot_mask:
         if cfg.slot_mask.bit_count() != cfg.gates_per_token:
             raise ParamError(f"parameter slot_mask: popcount {cfg.slot_mask.bit_count()} is not "

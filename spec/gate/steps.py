@@ -336,7 +336,8 @@ class GateSpec:
                     rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
                     continue
                 invalid = not 0 <= idx < rk.big_win or idx in rk.big_recvd
-                if untagged or invalid or c.byte_len != self.cfg.max_msg:
+                want = self.cfg.big_chunk_len(rk.big_base + idx, rk.big_chunks)
+                if untagged or invalid or c.byte_len != want:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     if untagged:
                         return self._fail(s, r, errors.BIG_UNTAGGED(wr_id=c.wr_id),
@@ -345,7 +346,7 @@ class GateSpec:
                         return self._fail(s, r, errors.BIG_INVALID(wr_id=c.wr_id),
                                           polled=polled)
                     return self._fail(s, r, errors.BIG_LENGTH(
-                        chunk=idx, got=c.byte_len, want=self.cfg.max_msg), polled=polled)
+                        chunk=idx, got=c.byte_len, want=want), polled=polled)
                 rk = evolve(rk, big_recvd=rk.big_recvd | {idx})
                 continue
             if rk.phase == DRAIN_WAIT:
@@ -498,7 +499,8 @@ class GateSpec:
         """Post the next chain (at most chain_max) of the window's staging receives."""
         c, rk = self.cfg, s.ranks[r]
         n = min(c.chain_max, rk.big_win - rk.big_posted)
-        wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg,
+        wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0,
+                           c.big_chunk_len(rk.big_base + i, rk.big_chunks),
                            Payload("big", 1 - r, rk.big_base + i, rk.big_no))
                     for i in range(rk.big_posted, rk.big_posted + n))
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
@@ -552,7 +554,8 @@ class GateSpec:
                 s = self._ghost(s, clobbered=f"rank {r} restaged staging slot {i} while an "
                                              f"earlier send still reads it")
                 break
-        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0, c.max_msg, True,
+        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0,
+                           c.big_chunk_len(rk.big_base + i, rk.big_chunks), True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, big_sent=rk.big_sent + n, send_outstanding=rk.send_outstanding + n)
