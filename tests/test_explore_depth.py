@@ -10,7 +10,7 @@ from verbspec.proofs.explore import explore, without_local_constants
 from verbspec.proofs.run import Options, run_method
 from verbspec.spec.gate.state import GateState
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.gate.system import BAD_CALL, CALL_BIG, CALL_GATE, build
+from verbspec.spec.gate.system import BAD_CALL, CALL_BIG, CALL_GATE, TIMEOUT, build
 
 
 def _state(script: tuple[int, ...], ops: tuple[int, int]) -> GateState:
@@ -32,7 +32,8 @@ def test_depth_counts_what_both_ranks_finished():
 
 def test_workload_weights_name_the_calls():
     system = build({})
-    assert set(system.weights) == {CALL_GATE, CALL_BIG, BAD_CALL}
+    assert set(system.weights) == {CALL_GATE, CALL_BIG, BAD_CALL, TIMEOUT}
+    assert 0 in system.weights[TIMEOUT]         # some examples time out only when stuck
     assert 0 in system.weights[CALL_BIG]        # some examples make decode gates only
     assert {a.name for a in system.actions} >= set(system.weights)
 

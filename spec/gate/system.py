@@ -98,11 +98,11 @@ class GateSystem:
     # decode gates only (48 in a row at the defaults, three windows), others a big gate about
     # every 64, 16 or 4 decode gates (drains after full windows), others mostly big gates.
     # Application misuse, where an example allows it, is likelier than the other faults: a
-    # wrong call is refused at once unless the rank misses it, so it must come up often. A
-    # timeout, most often, only where nothing else can happen: every wait and TCP read may
+    # wrong call is refused at once unless the rank misses it, so it must come up often. Some
+    # examples take a timeout only where nothing else can happen: every wait and TCP read may
     # time out, and one taken early ends the run before the fault it was allowed with.
     # (Hypothesis draws the first weight most.)
-    weights = {CALL_GATE: (1, 16, 64), CALL_BIG: (4, 1, 0), BAD_CALL: (8, 1), TIMEOUT: (0, 1)}
+    weights = {CALL_GATE: (1, 16, 64), CALL_BIG: (4, 1, 0), BAD_CALL: (8, 1), TIMEOUT: (1, 0)}
 
     def depth(self, s: GateState) -> dict[str, int]:
         """How deep into the protocol a run has got, counting the ops both ranks finished:
