@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from verbspec.proofs.gate.vocabulary import (
     DELIVER_STEP,
     ENCODED_VARIANTS,
     GATE_SEND_STEP,
+    PHASES,
+    REAP,
     REAP_STEP,
     Params,
     State,
@@ -97,6 +99,43 @@ def _free(*records: Any) -> list[z3.ExprRef]:
 # is cheaper: reap, deliver and call_big split over kinds of message and completion, and the
 # two send moves touch most of the lemmas at once (see docs/gate-proofs.md, "Measured").
 SPLIT_ACTIONS = (REAP_STEP, DELIVER_STEP, CALL_BIG_STEP, GATE_SEND_STEP, BIG_SEND_STEP)
+
+Case = tuple[str, z3.BoolRef]
+
+
+def _reap_cases(s: State, prm: Params, r: int) -> list[Case]:
+    """A reap by the phase it polls in: each phase has its own poll batch (a constant) and
+    its own accounting."""
+    return [(f"in {PHASES[p]}", s.rank[r].phase == p) for p in REAP]
+
+
+@dataclass(frozen=True)
+class CaseSplit:
+    """Consecution of an action asked case by case for some invariants: one query per case,
+    with the case's guard among its hypotheses. The move's guard implies that one of the
+    cases holds (checked before any query is asked, see :func:`_cases`), so together the
+    cases' queries are the action's."""
+
+    cases: Callable[[State, Params, int], list[Case]]
+    invariants: frozenset[str]      # whose queries are split: where the cases cost less
+
+
+# reap's big_window_shape, counters_exact and completions_behind are cheaper case by case
+# (each case fixes the poll batch); its other invariants are not (docs/gate-proofs.md,
+# "Measured").
+CASES: dict[str, CaseSplit] = {
+    REAP_STEP: CaseSplit(_reap_cases, frozenset({"big_window_shape", "counters_exact",
+                                                 "completions_behind"})),
+}
+
+
+def _cases(a: str, s: State, prm: Params, r: int, guard: z3.BoolRef) -> list[Case]:
+    """The cases consecution of action a by rank r is asked in; raises if the move's guard
+    does not imply that one of them holds."""
+    cases = CASES[a].cases(s, prm, r)
+    if not _valid(z3.Implies(guard, z3.Or([c for _, c in cases])), 20_000):
+        raise AssertionError(f"the cases of {a}({r}) do not cover its guard")
+    return cases
 
 
 @contextmanager
@@ -169,8 +208,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 m = action_move(a, r, s, q, ch)
                 moved = [(sv[k], sub(v)) for k, v in m.updates.items() if not z3.eq(v, sv[k])]
                 changed = {x.decl().name() for x, _ in moved}
-                via = f"{a}({r})"
-                posts[(c, via)] = {k: m.updates.get(k, v) for k, v in sv.items()}
+                post = {k: m.updates.get(k, v) for k, v in sv.items()}
                 hyp = [assume(q), *inv_s.values(), sub(m.guard)]
                 if live is not None:
                     hyp.append(sub(live(s, q)))
@@ -182,8 +220,18 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 together = [n for n in goal if n in shared and a not in SPLIT_ACTIONS]
                 groups = [tuple(together)] if together else []
                 groups += [(n,) for n in goal if n not in together]
+                via = f"{a}({r})"
+                posts[(c, via)] = post
+                by_case = CASES[a].invariants if a in CASES else frozenset()
+                cases = _cases(a, s, q, r, m.guard) if by_case & set(goal) else []
                 for g in groups:
-                    todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
+                    if not by_case & set(g):
+                        todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
+                        continue
+                    for case, when in cases:
+                        posts[(c, f"{via} {case}")] = post
+                        todo[(g, "consecution", f"{via} {case}", c)] = (
+                            [*hyp, sub(when)], {n: goal[n] for n in g})
     spent = dict.fromkeys(names, 0.0)
     failed: dict[str, str] = {}
     known = _free(s, ch, prm)
