@@ -297,15 +297,15 @@ def test_case_splits_cover_their_moves(monkeypatch):
     for action, split in induction.CASES.items():
         for r in (0, 1):
             guard = moves.action_move(action, r, s, prm, ch).guard
-            cases = induction._cases(action, s, prm, r, guard)
+            cases = induction._cases(action, s, r, guard)
             assert len(cases) > 1 and _valid(z3.Implies(guard, z3.Or([c for _, c in cases])))
             assert split.invariants <= set(lemmas.ALL_INVARIANTS)
     # a case left out is refused
     reap = induction.CASES["reap"]
     monkeypatch.setitem(induction.CASES, "reap", induction.CaseSplit(
-        lambda s, prm, r: reap.cases(s, prm, r)[1:], reap.invariants))
+        lambda s, r: reap.cases(s, r)[1:], reap.invariants))
     with pytest.raises(AssertionError, match="do not cover"):
-        induction._cases("reap", s, prm, 0, moves.action_move("reap", 0, s, prm, ch).guard)
+        induction._cases("reap", s, 0, moves.action_move("reap", 0, s, prm, ch).guard)
 
 
 def test_the_moves_are_the_specs_actions():

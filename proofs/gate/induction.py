@@ -16,7 +16,13 @@ import z3
 from verbspec.proofs.gate import refinement
 from verbspec.proofs.gate.abstraction import spec_counterexample
 from verbspec.proofs.gate.lemmas import ALL_INVARIANTS, LEMMAS, TACTIC, quiet_pairs
-from verbspec.proofs.gate.moves import action_move, initial, move
+from verbspec.proofs.gate.moves import (
+    action_move,
+    initial,
+    last_window,
+    move,
+    script_recorded,
+)
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, Invariant
 from verbspec.proofs.gate.terms import (
@@ -29,7 +35,9 @@ from verbspec.proofs.gate.terms import (
 from verbspec.proofs.gate.vocabulary import (
     ACTIONS,
     BIG_SEND_STEP,
+    BIG_WINDOW_DONE_STEP,
     CALL_BIG_STEP,
+    CALL_GATE_STEP,
     DELIVER_STEP,
     ENCODED_VARIANTS,
     GATE_SEND_STEP,
@@ -103,12 +111,6 @@ SPLIT_ACTIONS = (REAP_STEP, DELIVER_STEP, CALL_BIG_STEP, GATE_SEND_STEP, BIG_SEN
 Case = tuple[str, z3.BoolRef]
 
 
-def _reap_cases(s: State, prm: Params, r: int) -> list[Case]:
-    """A reap by the phase it polls in: each phase has its own poll batch (a constant) and
-    its own accounting."""
-    return [(f"in {PHASES[p]}", s.rank[r].phase == p) for p in REAP]
-
-
 @dataclass(frozen=True)
 class CaseSplit:
     """Consecution of an action asked case by case for some invariants: one query per case,
@@ -116,23 +118,42 @@ class CaseSplit:
     cases holds (checked before any query is asked, see :func:`_cases`), so together the
     cases' queries are the action's."""
 
-    cases: Callable[[State, Params, int], list[Case]]
-    invariants: frozenset[str]      # whose queries are split: where the cases cost less
+    cases: Callable[[State, int], list[Case]]
+    invariants: frozenset[str]      # a query about any of these is split
 
 
-# reap's big_window_shape, counters_exact and completions_behind are cheaper case by case
-# (each case fixes the poll batch); its other invariants are not (docs/gate-proofs.md,
-# "Measured").
+def _reap_cases(s: State, r: int) -> list[Case]:
+    """By the phase polled in: each has its own poll batch (a constant) and accounting."""
+    return [(f"in {PHASES[p]}", s.rank[r].phase == p) for p in REAP]
+
+
+def _call_gate_cases(s: State, r: int) -> list[Case]:
+    """The gate's op already in the script (the peer called it first), or recorded now."""
+    known = script_recorded(s, r)
+    return [("recorded", known), ("recording", z3.Not(known))]
+
+
+def _window_done_cases(s: State, r: int) -> list[Case]:
+    """The big gate's last window (the op is done) or an earlier one."""
+    last = last_window(s, r)
+    return [("last window", last), ("earlier window", z3.Not(last))]
+
+
+# The queries that cost less case by case than whole (docs/gate-proofs.md, "Measured"):
+# reap's big_window_shape, counters_exact and completions_behind (its other invariants cost
+# more so), call_gate's, and big_window_done's strengthening invariants (its shared query).
 CASES: dict[str, CaseSplit] = {
     REAP_STEP: CaseSplit(_reap_cases, frozenset({"big_window_shape", "counters_exact",
                                                  "completions_behind"})),
+    CALL_GATE_STEP: CaseSplit(_call_gate_cases, frozenset(ALL_INVARIANTS)),
+    BIG_WINDOW_DONE_STEP: CaseSplit(_window_done_cases, frozenset(LEMMAS)),
 }
 
 
-def _cases(a: str, s: State, prm: Params, r: int, guard: z3.BoolRef) -> list[Case]:
+def _cases(a: str, s: State, r: int, guard: z3.BoolRef) -> list[Case]:
     """The cases consecution of action a by rank r is asked in; raises if the move's guard
     does not imply that one of them holds."""
-    cases = CASES[a].cases(s, prm, r)
+    cases = CASES[a].cases(s, r)
     if not _valid(z3.Implies(guard, z3.Or([c for _, c in cases])), 20_000):
         raise AssertionError(f"the cases of {a}({r}) do not cover its guard")
     return cases
@@ -223,7 +244,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 via = f"{a}({r})"
                 posts[(c, via)] = post
                 by_case = CASES[a].invariants if a in CASES else frozenset()
-                cases = _cases(a, s, q, r, m.guard) if by_case & set(goal) else []
+                cases = _cases(a, s, r, m.guard) if by_case & set(goal) else []
                 for g in groups:
                     if not by_case & set(g):
                         todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
