@@ -206,7 +206,8 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     out of the goal (an invariant the move leaves alone needs no query at all). A 32-bit
     counter the move steps is widened there (see widening.post_state). Each property gets a query
     of its own; the strengthening invariants share one (but for SPLIT_ACTIONS), asked again
-    one by one if it fails, to find which."""
+    one by one if it fails, to find which. The queries CASES names are asked once per case of
+    the move."""
     table = table or ALL_INVARIANTS
     shared = LEMMAS if table is ALL_INVARIANTS else table
     names = list(names or table)
