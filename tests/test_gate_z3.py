@@ -290,6 +290,24 @@ def test_wrapping_tags_self_cancelling_and_constant_steps_stay_narrow():
     assert len(widening.widened([(x, z3.If(c, x + 2, x))])) == 1
 
 
+def test_case_splits_cover_their_moves(monkeypatch):
+    # a consecution query asked case by case proves the action's only if, wherever the move
+    # is enabled, one of the cases holds
+    s, ch, prm = fresh_state("s"), fresh_choice("s"), fresh_params()
+    for action, split in induction.CASES.items():
+        for r in (0, 1):
+            guard = moves.action_move(action, r, s, prm, ch).guard
+            cases = induction._cases(action, s, r, guard)
+            assert len(cases) > 1 and _valid(z3.Implies(guard, z3.Or([c for _, c in cases])))
+            assert split.invariants <= set(lemmas.ALL_INVARIANTS)
+    # a case left out is refused
+    reap = induction.CASES["reap"]
+    monkeypatch.setitem(induction.CASES, "reap", induction.CaseSplit(
+        lambda s, r: reap.cases(s, r)[1:], reap.invariants))
+    with pytest.raises(AssertionError, match="do not cover"):
+        induction._cases("reap", s, 0, moves.action_move("reap", 0, s, prm, ch).guard)
+
+
 def test_the_moves_are_the_specs_actions():
     names = [a.name for a in spec_actions()]
     assert len(moves.MOVES) == len(names) and set(moves.MOVES) == set(names)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,13 @@ import z3
 from verbspec.proofs.gate import refinement
 from verbspec.proofs.gate.abstraction import spec_counterexample
 from verbspec.proofs.gate.lemmas import ALL_INVARIANTS, LEMMAS, TACTIC, quiet_pairs
-from verbspec.proofs.gate.moves import action_move, initial, move
+from verbspec.proofs.gate.moves import (
+    action_move,
+    initial,
+    last_window,
+    move,
+    script_recorded,
+)
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, Invariant
 from verbspec.proofs.gate.terms import (
@@ -29,10 +35,14 @@ from verbspec.proofs.gate.terms import (
 from verbspec.proofs.gate.vocabulary import (
     ACTIONS,
     BIG_SEND_STEP,
+    BIG_WINDOW_DONE_STEP,
     CALL_BIG_STEP,
+    CALL_GATE_STEP,
     DELIVER_STEP,
     ENCODED_VARIANTS,
     GATE_SEND_STEP,
+    PHASES,
+    REAP,
     REAP_STEP,
     Params,
     State,
@@ -98,6 +108,56 @@ def _free(*records: Any) -> list[z3.ExprRef]:
 # two send moves touch most of the lemmas at once (see docs/gate-proofs.md, "Measured").
 SPLIT_ACTIONS = (REAP_STEP, DELIVER_STEP, CALL_BIG_STEP, GATE_SEND_STEP, BIG_SEND_STEP)
 
+Case = tuple[str, z3.BoolRef]
+
+
+@dataclass(frozen=True)
+class CaseSplit:
+    """Consecution of an action asked case by case for some invariants: one query per case,
+    with the case's guard among its hypotheses. The move's guard implies that one of the
+    cases holds (checked before any query is asked, see :func:`_cases`), so together the
+    cases' queries are the action's."""
+
+    cases: Callable[[State, int], list[Case]]
+    invariants: frozenset[str]      # a query about any of these is split
+
+
+def _reap_cases(s: State, r: int) -> list[Case]:
+    """By the phase polled in: each has its own poll batch (a constant) and accounting."""
+    return [(f"in {PHASES[p]}", s.rank[r].phase == p) for p in REAP]
+
+
+def _call_gate_cases(s: State, r: int) -> list[Case]:
+    """The gate's op already in the script (the peer called it first), or recorded now."""
+    known = script_recorded(s, r)
+    return [("recorded", known), ("recording", z3.Not(known))]
+
+
+def _window_done_cases(s: State, r: int) -> list[Case]:
+    """The big gate's last window (the op is done) or an earlier one."""
+    last = last_window(s, r)
+    return [("last window", last), ("earlier window", z3.Not(last))]
+
+
+# The queries that cost less case by case than whole (docs/gate-proofs.md, "Measured"):
+# reap's big_window_shape, counters_exact and completions_behind (its other invariants cost
+# more so), call_gate's, and big_window_done's strengthening invariants (its shared query).
+CASES: dict[str, CaseSplit] = {
+    REAP_STEP: CaseSplit(_reap_cases, frozenset({"big_window_shape", "counters_exact",
+                                                 "completions_behind"})),
+    CALL_GATE_STEP: CaseSplit(_call_gate_cases, frozenset(ALL_INVARIANTS)),
+    BIG_WINDOW_DONE_STEP: CaseSplit(_window_done_cases, frozenset(LEMMAS)),
+}
+
+
+def _cases(a: str, s: State, r: int, guard: z3.BoolRef) -> list[Case]:
+    """The cases consecution of action a by rank r is asked in; raises if the move's guard
+    does not imply that one of them holds."""
+    cases = CASES[a].cases(s, r)
+    if not _valid(z3.Implies(guard, z3.Or([c for _, c in cases])), 20_000):
+        raise AssertionError(f"the cases of {a}({r}) do not cover its guard")
+    return cases
+
 
 @contextmanager
 def _pool(solvers: Solvers | None) -> Iterator[Solvers]:
@@ -146,7 +206,8 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     out of the goal (an invariant the move leaves alone needs no query at all). A 32-bit
     counter the move steps is widened there (see widening.post_state). Each property gets a query
     of its own; the strengthening invariants share one (but for SPLIT_ACTIONS), asked again
-    one by one if it fails, to find which."""
+    one by one if it fails, to find which. The queries CASES names are asked once per case of
+    the move."""
     table = table or ALL_INVARIANTS
     shared = LEMMAS if table is ALL_INVARIANTS else table
     names = list(names or table)
@@ -169,8 +230,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 m = action_move(a, r, s, q, ch)
                 moved = [(sv[k], sub(v)) for k, v in m.updates.items() if not z3.eq(v, sv[k])]
                 changed = {x.decl().name() for x, _ in moved}
-                via = f"{a}({r})"
-                posts[(c, via)] = {k: m.updates.get(k, v) for k, v in sv.items()}
+                post = {k: m.updates.get(k, v) for k, v in sv.items()}
                 hyp = [assume(q), *inv_s.values(), sub(m.guard)]
                 if live is not None:
                     hyp.append(sub(live(s, q)))
@@ -182,8 +242,18 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
                 together = [n for n in goal if n in shared and a not in SPLIT_ACTIONS]
                 groups = [tuple(together)] if together else []
                 groups += [(n,) for n in goal if n not in together]
+                via = f"{a}({r})"
+                posts[(c, via)] = post
+                by_case = CASES[a].invariants if a in CASES else frozenset()
+                cases = _cases(a, s, r, m.guard) if by_case & set(goal) else []
                 for g in groups:
-                    todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
+                    if not by_case & set(g):
+                        todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
+                        continue
+                    for case, when in cases:
+                        posts[(c, f"{via} {case}")] = post
+                        todo[(g, "consecution", f"{via} {case}", c)] = (
+                            [*hyp, sub(when)], {n: goal[n] for n in g})
     spent = dict.fromkeys(names, 0.0)
     failed: dict[str, str] = {}
     known = _free(s, ch, prm)

@@ -119,11 +119,16 @@ def _tcp_pop(s: State, src: int, upd: Edit) -> None:
     new.tcp_unread = me.tcp_unread - 1
 
 
+def script_recorded(s: State, r: int) -> z3.BoolRef:
+    """The script already holds the op rank r calls next (the peer called it first)."""
+    return z3.ULT(s.rank[r].ops_done, s.script.length)
+
+
 def _script_ok(s: State, r: int, n: z3.BitVecRef, upd: Edit) -> z3.BoolRef:
     """The op the rank calls next is the script's if either rank recorded it; else it records
     it (the ranks are at most one op apart, so the last two entries are all that matter)."""
     op, slen = s.rank[r].ops_done, s.script.length
-    recorded = z3.ULT(op, slen)
+    recorded = script_recorded(s, r)
     upd.script.length = z3.If(recorded, slen, slen + 1)
     upd.script.last = z3.If(recorded, s.script.last, n)
     upd.script.before_last = z3.If(recorded, s.script.before_last, s.script.last)
@@ -542,11 +547,17 @@ def big_send(s: State, prm: Params, r: int, choice: Choices) -> Move:
     return upd.move(z3.And(me.phase == BIG_XFER, n != 0))
 
 
+def last_window(s: State, r: int) -> z3.BoolRef:
+    """Rank r's current big-gate window is its big gate's last."""
+    me = s.rank[r]
+    return z3.UGE(me.big_base + me.big_win, me.big_chunks)
+
+
 def big_window_done(s: State, prm: Params, r: int, choice: Choices) -> Move:
     me = s.rank[r]
     bw = me.big_win
     base = me.big_base + bw
-    last = z3.UGE(base, me.big_chunks)
+    last = last_window(s, r)
     upd = Edit(s)
     upd.rank[r].set(big_base=base, last_op_big=z3.Or(me.last_op_big, last))
     _op_done(s, r, upd)

@@ -291,10 +291,12 @@ ACTIONS = tuple(a.name for a in _DECLARED)
 PROGRESS_ACTIONS = tuple(a.name for a in _DECLARED if not a.fault)
 FAULT_ACTIONS = tuple(a.name for a in _DECLARED if a.fault)
 # the actions whose moves take choices (reap's split, call_big's size), split by kind, or
-# touch most of the lemmas (the two sends)
+# touch most of the lemmas (the two sends), and those whose consecution is asked by cases
 REAP_STEP, DELIVER_STEP, CALL_BIG_STEP, GATE_SEND_STEP, BIG_SEND_STEP = (
     name_of(f) for f in (GateSpec.do_reap, GateSpec.do_deliver, GateSpec.do_call_big,
                          GateSpec.do_gate_send, GateSpec.do_big_send))
+CALL_GATE_STEP, BIG_WINDOW_DONE_STEP = (
+    name_of(f) for f in (GateSpec.do_call_gate, GateSpec.do_big_window_done))
 
 # The variants the model encodes, each as the Params flag it sets (None: the variant changes
 # nothing the model sees: no-seq-check matters only with bad calls, which are faults). The
