@@ -35,10 +35,12 @@ from verbspec.refimpl.cprogram import BuildError
 
 NATIVE = Path(native.__file__).resolve().parent
 VERBS = NATIVE / "verbs"
-GATE_SOURCES = (VERBS / "verbs_gate.c", VERBS / "verbs_qp.c", NATIVE / "gate_engine.c")
-GATE_HEADERS = (VERBS / "verbs_qp.h", NATIVE / "gate_engine.h")
-TAGGED_SOURCES = (VERBS / "verbs_tagged.c", VERBS / "verbs_qp.c", NATIVE / "tag_engine.c")
-TAGGED_HEADERS = (VERBS / "verbs_qp.h", NATIVE / "tag_engine.h")
+SHARED_SOURCES = (VERBS / "verbs_qp.c", VERBS / "verbs_common.c")
+SHARED_HEADERS = (VERBS / "verbs_qp.h", VERBS / "verbs_common.h")
+GATE_SOURCES = (VERBS / "verbs_gate.c", *SHARED_SOURCES, NATIVE / "gate_engine.c")
+GATE_HEADERS = (*SHARED_HEADERS, NATIVE / "gate_engine.h")
+TAGGED_SOURCES = (VERBS / "verbs_tagged.c", *SHARED_SOURCES, NATIVE / "tag_engine.c")
+TAGGED_HEADERS = (*SHARED_HEADERS, NATIVE / "tag_engine.h")
 CFLAGS = ("-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-libverbs",)
 CACHE_ENV = "VERBSPEC_BUILD_CACHE"

@@ -26,6 +26,7 @@
 #include <infiniband/verbs.h>
 
 #include "gate_engine.h"
+#include "verbs_common.h"
 #include "verbs_qp.h"
 
 #define PEER_CHECK_EVERY 4096u      /* empty polls between liveness checks of the peer */
@@ -40,17 +41,10 @@ enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, N_REGIONS };
 static const char *const REGION_NAMES[N_REGIONS] = {"in", "out", "stage", "stage_out"};
 
 typedef struct {
-    int rank;
-    const char *device;
-    int gid_index;
-    unsigned ib_port;
-    const char *listen_port;
-    const char *peer;
+    vc_endpoint ep;
     uint64_t gates, more_gates, big_bytes, vec_bytes, max_msg, window, cq_depth;
-    int timeout_ms, side_timeout_ms, connect_timeout_ms;
+    int timeout_ms;
     uint64_t exit_after;            /* 0: never */
-    int json;
-    const char *trace;
 } options;
 
 typedef struct {
@@ -81,13 +75,6 @@ typedef struct {
     char error[VQ_ERR];
 } rank_t;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static int fail(rank_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int fail(rank_t *r, const char *fmt, ...)
@@ -107,38 +94,11 @@ static int refused(rank_t *r, const char *call)
 }
 
 /* ------------------------------------------------------------------ payload patterns */
-static uint64_t mix64(uint64_t x)
-{
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
-}
-
 static uint64_t gate_key(int rank, uint64_t seq) { return (uint64_t)rank << 62 | seq; }
 
 static uint64_t chunk_key(int rank, uint64_t big, uint64_t chunk)
 {
     return (uint64_t)rank << 62 | UINT64_C(1) << 61 | big << 40 | chunk;
-}
-
-static void fill(uint8_t *p, size_t n, uint64_t key)
-{
-    uint64_t w = mix64(key);
-    for (size_t i = 0; i + 8 <= n; i += 8, w += UINT64_C(0x9E3779B97F4A7C15))
-        memcpy(p + i, &w, 8);
-}
-
-/* The byte offset of the first word that differs from key's pattern, or -1. */
-static long long first_bad(const uint8_t *p, size_t n, uint64_t key)
-{
-    uint64_t w = mix64(key), got;
-    for (size_t i = 0; i + 8 <= n; i += 8, w += UINT64_C(0x9E3779B97F4A7C15)) {
-        memcpy(&got, p + i, 8);
-        if (got != w)
-            return (long long)i;
-    }
-    return -1;
 }
 
 /* The region a work request addresses: staging sends read the send side's staging. */
@@ -173,21 +133,6 @@ static void trace_tcp(rank_t *r, const char *ev, const vs_gate_tcp *t)
             t->kind == VS_GATE_TCP_HEADER ? "header" : "byte", t->value, t->chunks, t->depth);
 }
 
-static void trace_text(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void trace_result(rank_t *r, int ok)
 {
     if (r->trace == NULL)
@@ -197,7 +142,7 @@ static void trace_result(rank_t *r, int ok)
         return;
     }
     fputs("{\"ev\": \"result\", \"ok\": false, \"error\": ", r->trace);
-    trace_text(r->trace, r->error);
+    vc_json_text(r->trace, r->error);
     fputs("}\n", r->trace);
 }
 
@@ -214,7 +159,7 @@ static void trace_begin(rank_t *r)
             ", \"staging_bytes\": %" PRIu64 ", \"big_last_bytes\": %" PRIu64
             ", \"timeout_ms\": %d, \"qp_type\": \"uc\", "
             "\"unsignaled_completions\": 0, \"faults\": 1, \"wire_loss\": 0, \"ops\": %" PRIu64
-            ", \"big_gates\": %d}}\n", r->o.rank, c->vec_bytes, c->max_msg, c->window,
+            ", \"big_gates\": %d}}\n", r->o.ep.rank, c->vec_bytes, c->max_msg, c->window,
             c->gates_per_token, c->n_slots, c->slot_start, c->slot_step, c->slot_mask,
             c->rq_depth, c->sq_depth, r->o.cq_depth, c->big_depth, c->chain_max,
             c->staging_bytes, c->big_last_bytes, r->o.timeout_ms, ops, r->o.big_bytes ? 1 : 0);
@@ -268,8 +213,8 @@ static int post_sends(rank_t *r, const vs_gate_wr *w, size_t n)
             /* stage this window's chunk (its 1-based index in the wr_id) for sending; a drain
              * dummy sends the scratch as it is */
             uint64_t k = r->big_base + (w[i].wr_id & ~VS_GATE_TAG_MASK) - 1;
-            fill(r->mem[R_STAGE_OUT] + w[i].offset, w[i].length,
-                 chunk_key(r->o.rank, r->big_no, k));
+            vc_fill(r->mem[R_STAGE_OUT] + w[i].offset, w[i].length,
+                 chunk_key(r->o.ep.rank, r->big_no, k));
         }
         r->sge[i] = (struct ibv_sge){
             .addr = (uintptr_t)(r->mem[reg] + w[i].offset), .length = (uint32_t)w[i].length,
@@ -289,12 +234,6 @@ static int post_sends(rank_t *r, const vs_gate_wr *w, size_t n)
     return 0;
 }
 
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static uint64_t get_le(const uint8_t *p, int n)
 {
     uint64_t v = 0;
@@ -308,12 +247,12 @@ static int write_item(rank_t *r, const vs_gate_tcp *t)
     uint8_t buf[HEADER_BYTES];
     size_t n = 1;
     if (t->kind == VS_GATE_TCP_HEADER) {
-        put_le(buf, VS_GATE_HEADER_MAGIC, 4);
-        put_le(buf + 4, VS_GATE_BIG_LAYER, 4);
-        put_le(buf + 8, VS_GATE_BIG_MAGIC, 4);
-        put_le(buf + 12, t->value, 8);
-        put_le(buf + 20, t->chunks, 8);
-        put_le(buf + 28, t->depth, 4);
+        vc_put_le(buf, VS_GATE_HEADER_MAGIC, 4);
+        vc_put_le(buf + 4, VS_GATE_BIG_LAYER, 4);
+        vc_put_le(buf + 8, VS_GATE_BIG_MAGIC, 4);
+        vc_put_le(buf + 12, t->value, 8);
+        vc_put_le(buf + 20, t->chunks, 8);
+        vc_put_le(buf + 28, t->depth, 4);
         n = HEADER_BYTES;
     } else {
         buf[0] = (uint8_t)t->value;
@@ -334,7 +273,7 @@ static int window_done(rank_t *r)
     for (uint64_t i = 0; i < r->big_win; i++) {
         uint64_t k = r->big_base + i;
         uint64_t len = k == last && r->cfg.big_last_bytes ? r->cfg.big_last_bytes : m;
-        long long at = first_bad(r->mem[R_STAGE] + i * m, len, chunk_key(1 - r->o.rank,
+        long long at = vc_first_bad(r->mem[R_STAGE] + i * m, len, chunk_key(1 - r->o.ep.rank,
                                                                            r->big_no, k));
         if (at >= 0) {
             r->mismatches++;
@@ -359,7 +298,7 @@ static int apply(rank_t *r)
         if (write_item(r, &em->tcp_out[i]))
             return -1;
     for (size_t i = 0; i < em->n_log; i++)
-        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, em->log[i]);
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.ep.rank, em->log[i]);
     if (r->in_big) {
         int xfer = vs_gate_phase_of(r->e) == VS_GATE_BIG_XFER;
         if (r->big_xfer && !xfer && vs_gate_phase_of(r->e) != VS_GATE_FAILED
@@ -377,9 +316,9 @@ static int read_item(rank_t *r)
     int header = vs_gate_phase_of(r->e) == VS_GATE_BIG_HDR_READ;
     uint8_t buf[HEADER_BYTES];
     vq_err err;
-    int got = vq_read_full(r->fd, buf, 1, r->o.side_timeout_ms, &err);
+    int got = vq_read_full(r->fd, buf, 1, r->o.ep.side_timeout_ms, &err);
     if (got == 0 && header && buf[0] == (VS_GATE_HEADER_MAGIC & 0xFF))
-        got = vq_read_full(r->fd, buf + 1, HEADER_BYTES - 1, r->o.side_timeout_ms, &err);
+        got = vq_read_full(r->fd, buf + 1, HEADER_BYTES - 1, r->o.ep.side_timeout_ms, &err);
     if (got < 0)
         return fail(r, "%s", err.text);
     if (got == 1) {
@@ -457,7 +396,7 @@ static int drive(rank_t *r)
             break;
         case VS_GATE_STEP_POLL: {
             if (deadline == 0) {
-                deadline = now_s() + r->o.timeout_ms / 1000.0;
+                deadline = vc_now_s() + r->o.timeout_ms / 1000.0;
                 empty = 0;
             }
             uint32_t size;
@@ -479,7 +418,7 @@ static int drive(rank_t *r)
                     return refused(r, "peer_closed");
                 if (apply(r))
                     return -1;
-            } else if (empty % CLOCK_CHECK_EVERY == 0 && now_s() > deadline) {
+            } else if (empty % CLOCK_CHECK_EVERY == 0 && vc_now_s() > deadline) {
                 if (vs_gate_timeout(r->e))
                     return refused(r, "timeout");
                 if (apply(r))
@@ -497,11 +436,11 @@ static int one_gate(rank_t *r, uint64_t seq)
     const vs_gate_config *c = &r->cfg;
     uint64_t slot = (seq - 1) % c->n_slots;
     uint64_t layer = slot / 2, gate = slot % 2;
-    fill(r->mem[R_OUT] + slot * c->vec_bytes, c->vec_bytes, gate_key(r->o.rank, seq));
+    vc_fill(r->mem[R_OUT] + slot * c->vec_bytes, c->vec_bytes, gate_key(r->o.ep.rank, seq));
     if (r->trace)
         fprintf(r->trace, "{\"ev\": \"call\", \"name\": \"exchange\", \"args\": {\"layer\": %"
                 PRIu64 ", \"gate\": %" PRIu64 ", \"seq\": %" PRIu64 "}}\n", layer, gate, seq);
-    double t0 = now_s();
+    double t0 = vc_now_s();
     if (vs_gate_call_gate(r->e, layer, gate, seq))
         return refused(r, "call_gate");
     if (apply(r) || drive(r)) {
@@ -510,9 +449,9 @@ static int one_gate(rank_t *r, uint64_t seq)
         trace_result(r, 0);
         return -1;
     }
-    r->lat_us[r->n_lat++] = (now_s() - t0) * 1e6;
-    long long at = first_bad(r->mem[R_IN] + slot * c->vec_bytes, c->vec_bytes,
-                             gate_key(1 - r->o.rank, seq));
+    r->lat_us[r->n_lat++] = (vc_now_s() - t0) * 1e6;
+    long long at = vc_first_bad(r->mem[R_IN] + slot * c->vec_bytes, c->vec_bytes,
+                             gate_key(1 - r->o.ep.rank, seq));
     if (at >= 0) {
         r->mismatches++;
         fail(r, "gate %" PRIu64 ": the payload in slot %" PRIu64 " failed its check at byte %lld"
@@ -530,17 +469,17 @@ static int one_gate(rank_t *r, uint64_t seq)
 
 static int run_gates(rank_t *r, uint64_t first, uint64_t n)
 {
-    double t0 = now_s();
+    double t0 = vc_now_s();
     for (uint64_t seq = first; seq < first + n; seq++) {
         if (one_gate(r, seq))
             return -1;
         if (r->o.exit_after && seq == r->o.exit_after) {
             fprintf(stderr, "verbs_gate rank %d: leaving after gate %" PRIu64
-                    " without a word (--exit-after)\n", r->o.rank, seq);
+                    " without a word (--exit-after)\n", r->o.ep.rank, seq);
             _exit(EXIT_LEFT);
         }
     }
-    r->gate_seconds += now_s() - t0;
+    r->gate_seconds += vc_now_s() - t0;
     return 0;
 }
 
@@ -550,7 +489,7 @@ static int big_gate(rank_t *r)
     if (r->trace)
         fprintf(r->trace, "{\"ev\": \"call\", \"name\": \"big_exchange\", \"args\": {\"bytes\": "
                 "%" PRIu64 ", \"chunks\": %" PRIu64 "}}\n", r->o.big_bytes, chunks);
-    double t0 = now_s();
+    double t0 = vc_now_s();
     r->in_big = 1;
     r->big_xfer = 0;
     r->big_no++;
@@ -565,7 +504,7 @@ static int big_gate(rank_t *r)
     trace_result(r, rc == 0);
     if (rc)
         return -1;
-    r->big_seconds += now_s() - t0;
+    r->big_seconds += vc_now_s() - t0;
     r->big_gates++;
     r->big_bytes += r->o.big_bytes;
     return 0;
@@ -584,7 +523,7 @@ static int finish(rank_t *r)
         shutdown(r->fd, SHUT_WR);
         uint8_t b;
         vq_err err;
-        int got = vq_read_full(r->fd, &b, 1, r->o.side_timeout_ms, &err);
+        int got = vq_read_full(r->fd, &b, 1, r->o.ep.side_timeout_ms, &err);
         if (got < 0)
             fail(r, "close: %s", err.text);
         else if (got == 0)
@@ -630,7 +569,7 @@ static int setup(rank_t *r)
     if (!r->rwr || !r->swr || !r->sge || !r->wc || !r->polled || !r->lat_us)
         return fail(r, "out of memory");
 
-    if (vq_open(&r->dev, o->device, (uint8_t)o->ib_port, o->gid_index, IBV_QPT_UC,
+    if (vq_open(&r->dev, o->ep.device, (uint8_t)o->ep.ib_port, o->ep.gid_index, IBV_QPT_UC,
                 (uint32_t)c->sq_depth, (uint32_t)c->rq_depth, (int)o->cq_depth, &err))
         return fail(r, "%s", err.text);
     for (int i = 0; i < N_REGIONS; i++)
@@ -638,32 +577,32 @@ static int setup(rank_t *r)
                    REGION_NAMES[i], &err))
             return fail(r, "%s", err.text);
 
-    if (o->listen_port) {
-        if (vq_tcp_accept((uint16_t)atoi(o->listen_port), o->connect_timeout_ms, &r->fd, &err))
+    if (o->ep.listen_port) {
+        if (vq_tcp_accept((uint16_t)atoi(o->ep.listen_port), o->ep.connect_timeout_ms, &r->fd, &err))
             return fail(r, "%s", err.text);
     } else {
         char host[256];
-        const char *colon = strrchr(o->peer, ':');
-        size_t hl = (size_t)(colon - o->peer);
-        memcpy(host, o->peer, hl);
+        const char *colon = strrchr(o->ep.peer, ':');
+        size_t hl = (size_t)(colon - o->ep.peer);
+        memcpy(host, o->ep.peer, hl);
         host[hl] = '\0';
-        if (vq_tcp_connect(host, (uint16_t)atoi(colon + 1), o->connect_timeout_ms, &r->fd,
+        if (vq_tcp_connect(host, (uint16_t)atoi(colon + 1), o->ep.connect_timeout_ms, &r->fd,
                            &err))
             return fail(r, "%s", err.text);
     }
     /* both ranks must run the same plan: the settings travel with the queue pair's address */
     static const char *const SETTING_NAMES[N_SETTINGS] = {
         "rank", "vector bytes", "max_msg", "window", "gates", "more gates", "big-gate bytes"};
-    uint64_t mine[N_SETTINGS] = {(uint64_t)o->rank, c->vec_bytes, c->max_msg, c->window,
+    uint64_t mine[N_SETTINGS] = {(uint64_t)o->ep.rank, c->vec_bytes, c->max_msg, c->window,
                                  o->gates, o->more_gates, o->big_bytes};
     uint8_t out[8 * N_SETTINGS], in[8 * N_SETTINGS];
     for (int i = 0; i < N_SETTINGS; i++)
-        put_le(out + 8 * i, mine[i], 8);
+        vc_put_le(out + 8 * i, mine[i], 8);
     vq_addr local, remote;
     vq_local_addr(&r->dev, &local);
-    if (vq_exchange(r->fd, &local, &remote, out, in, sizeof out, o->connect_timeout_ms, &err))
+    if (vq_exchange(r->fd, &local, &remote, out, in, sizeof out, o->ep.connect_timeout_ms, &err))
         return fail(r, "%s", err.text);
-    if (get_le(in, 8) != (uint64_t)(1 - o->rank))
+    if (get_le(in, 8) != (uint64_t)(1 - o->ep.rank))
         return fail(r, "the peer is rank %" PRIu64 ", and so is this rank", get_le(in, 8));
     for (int i = 1; i < N_SETTINGS; i++)
         if (get_le(in + 8 * i, 8) != mine[i])
@@ -671,10 +610,10 @@ static int setup(rank_t *r)
                         SETTING_NAMES[i], get_le(in + 8 * i, 8), mine[i]);
     if (vq_connect(&r->dev, &remote, 0, &err))
         return fail(r, "%s", err.text);
-    if (o->trace) {
-        r->trace = fopen(o->trace, "w");
+    if (o->ep.trace) {
+        r->trace = fopen(o->ep.trace, "w");
         if (r->trace == NULL)
-            return fail(r, "cannot write the trace %s: %s", o->trace, strerror(errno));
+            return fail(r, "cannot write the trace %s: %s", o->ep.trace, strerror(errno));
         trace_begin(r);
     }
     return drive(r);                /* the engine's setup */
@@ -691,11 +630,11 @@ static void teardown(rank_t *r)
         int code = r->mr[i] ? ibv_dereg_mr(r->mr[i]) : 0;
         if (code)
             fprintf(stderr, "verbs_gate rank %d: ibv_dereg_mr failed for the %s region: %s "
-                    "(errno %d)\n", r->o.rank, REGION_NAMES[i], strerror(code), code);
+                    "(errno %d)\n", r->o.ep.rank, REGION_NAMES[i], strerror(code), code);
     }
     vq_err err;
     if (vq_close(&r->dev, &err))
-        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, err.text);
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.ep.rank, err.text);
     if (r->fd > 0)
         close(r->fd);
     for (int i = 0; i < N_REGIONS; i++)
@@ -728,8 +667,8 @@ static void print_json(rank_t *r)
 {
     qsort(r->lat_us, r->n_lat, sizeof *r->lat_us, cmp_double);
     double mean = r->gates ? r->gate_seconds * 1e6 / (double)r->gates : 0;
-    printf("{\"rank\": %d, \"device\": ", r->o.rank);
-    trace_text(stdout, r->o.device);
+    printf("{\"rank\": %d, \"device\": ", r->o.ep.rank);
+    vc_json_text(stdout, r->o.ep.device);
     printf(", \"transport\": \"verbs-c\", \"gates\": %" PRIu64 ", \"big_gates\": %" PRIu64
            ", \"big_bytes\": %" PRIu64 ", \"vector_bytes\": %" PRIu64 ", \"payloads_verified\": %"
            PRIu64 ", \"mismatches\": %" PRIu64 ", \"drops\": %" PRIu64
@@ -741,7 +680,7 @@ static void print_json(rank_t *r)
            r->gate_seconds > 0 ? (double)r->gates / r->gate_seconds : 0,
            r->big_seconds > 0 ? (double)r->big_bytes / r->big_seconds / 1048576.0 : 0,
            r->wall_seconds, r->error[0] ? "false" : "true");
-    trace_text(stdout, r->error);
+    vc_json_text(stdout, r->error);
     printf("}\n");
 }
 
@@ -753,124 +692,54 @@ static const char USAGE[] =
     "  [--window W (16)] [--cq-depth C (515)] [--timeout-ms T (750)]\n"
     "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] [--exit-after SEQ] [--json] [--trace FILE]\n";
 
-static int number(const char *name, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || *end || !*text || text[0] == '-' || v < lo || v > hi) {
-        fprintf(stderr, "verbs_gate: %s: expected an integer in %" PRIu64 "..%" PRIu64
-                ", got '%s'\n%s", name, lo, hi, text, USAGE);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.rank = -1, .ib_port = 1, .gates = 10000, .more_gates = UINT64_MAX,
+    *o = (options){.ep = vc_endpoint_defaults(), .gates = 10000, .more_gates = UINT64_MAX,
                    .big_bytes = 12u << 20, .vec_bytes = 24576, .max_msg = 16384, .window = 16,
-                   .cq_depth = 515, .timeout_ms = 750, .side_timeout_ms = 30000,
-                   .connect_timeout_ms = 60000};
+                   .cq_depth = 515, .timeout_ms = 750};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "verbs_gate: %s: %s\n%s", a,
-                    strncmp(a, "--", 2) ? "unexpected argument" : "needs a value", USAGE);
+        const char *a, *v;
+        int got = vc_option("verbs_gate", USAGE, argc, argv, &i, &a, &v, &o->ep);
+        if (got < 0)
             return -1;
-        }
-        const char *v = argv[++i];
+        if (got == 0)
+            continue;
         uint64_t n;
-        if (strcmp(a, "--rank") == 0) {
-            if (number(a, v, 0, 1, &n))
-                return -1;
-            o->rank = (int)n;
-        } else if (strcmp(a, "--device") == 0) {
-            o->device = v;
-        } else if (strcmp(a, "--gid-index") == 0) {
-            if (number(a, v, 0, 255, &n))
-                return -1;
-            o->gid_index = (int)n;
-        } else if (strcmp(a, "--ib-port") == 0) {
-            if (number(a, v, 1, 255, &n))
-                return -1;
-            o->ib_port = (unsigned)n;
-        } else if (strcmp(a, "--listen") == 0) {
-            if (number(a, v, 1, 65535, &n))
-                return -1;
-            o->listen_port = v;
-        } else if (strcmp(a, "--peer") == 0) {
-            const char *colon = strrchr(v, ':');
-            if (colon == NULL || colon == v || colon - v >= 255
-                || number(a, colon + 1, 1, 65535, &n)) {
-                if (colon == NULL || colon == v || colon - v >= 255)
-                    fprintf(stderr, "verbs_gate: --peer: expected HOST:PORT, got '%s'\n%s", v,
-                            USAGE);
-                return -1;
-            }
-            o->peer = v;
-        } else if (strcmp(a, "--gates") == 0) {
-            if (number(a, v, 1, UINT64_C(1) << 40, &o->gates))
+        if (strcmp(a, "--gates") == 0) {
+            if (vc_number("verbs_gate", USAGE, a, v, 1, UINT64_C(1) << 40, &o->gates))
                 return -1;
         } else if (strcmp(a, "--more-gates") == 0) {
-            if (number(a, v, 0, UINT64_C(1) << 40, &o->more_gates))
+            if (vc_number("verbs_gate", USAGE, a, v, 0, UINT64_C(1) << 40, &o->more_gates))
                 return -1;
         } else if (strcmp(a, "--big-bytes") == 0) {
-            if (number(a, v, 0, UINT64_C(1) << 36, &o->big_bytes))
+            if (vc_number("verbs_gate", USAGE, a, v, 0, UINT64_C(1) << 36, &o->big_bytes))
                 return -1;
         } else if (strcmp(a, "--vector-bytes") == 0) {
-            if (number(a, v, 8, UINT64_C(1) << 31, &o->vec_bytes))
+            if (vc_number("verbs_gate", USAGE, a, v, 8, UINT64_C(1) << 31, &o->vec_bytes))
                 return -1;
         } else if (strcmp(a, "--max-msg") == 0) {
-            if (number(a, v, 8, UINT64_C(1) << 30, &o->max_msg))
+            if (vc_number("verbs_gate", USAGE, a, v, 8, UINT64_C(1) << 30, &o->max_msg))
                 return -1;
         } else if (strcmp(a, "--window") == 0) {
-            if (number(a, v, 1, 256, &o->window))
+            if (vc_number("verbs_gate", USAGE, a, v, 1, 256, &o->window))
                 return -1;
         } else if (strcmp(a, "--cq-depth") == 0) {
-            if (number(a, v, 1, 1u << 22, &o->cq_depth))
+            if (vc_number("verbs_gate", USAGE, a, v, 1, 1u << 22, &o->cq_depth))
                 return -1;
         } else if (strcmp(a, "--timeout-ms") == 0) {
-            if (number(a, v, 1, 60000, &n))
+            if (vc_number("verbs_gate", USAGE, a, v, 1, 60000, &n))
                 return -1;
             o->timeout_ms = (int)n;
-        } else if (strcmp(a, "--side-timeout-ms") == 0) {
-            if (number(a, v, 1, 600000, &n))
-                return -1;
-            o->side_timeout_ms = (int)n;
-        } else if (strcmp(a, "--connect-timeout-ms") == 0) {
-            if (number(a, v, 1, 600000, &n))
-                return -1;
-            o->connect_timeout_ms = (int)n;
         } else if (strcmp(a, "--exit-after") == 0) {
-            if (number(a, v, 1, UINT64_C(1) << 40, &o->exit_after))
+            if (vc_number("verbs_gate", USAGE, a, v, 1, UINT64_C(1) << 40, &o->exit_after))
                 return -1;
-        } else if (strcmp(a, "--trace") == 0) {
-            o->trace = v;
         } else {
             fprintf(stderr, "verbs_gate: unknown option %s\n%s", a, USAGE);
             return -1;
         }
     }
-    const char *missing = o->rank < 0 ? "--rank" : o->device == NULL ? "--device" : NULL;
-    if (missing) {
-        fprintf(stderr, "verbs_gate: %s is required\n%s", missing, USAGE);
+    if (vc_endpoint_check("verbs_gate", USAGE, &o->ep))
         return -1;
-    }
-    if (!o->listen_port == !o->peer) {
-        fprintf(stderr, "verbs_gate: give exactly one of --listen PORT and --peer HOST:PORT\n%s",
-                USAGE);
-        return -1;
-    }
     if (o->vec_bytes % 8 || o->max_msg % 8 || o->big_bytes % 8) {
         fprintf(stderr, "verbs_gate: --vector-bytes, --max-msg and --big-bytes must be multiples "
                 "of 8 (the payload pattern is written in 8-byte words)\n");
@@ -892,7 +761,7 @@ int main(int argc, char **argv)
         free(r);
         return EXIT_USAGE;
     }
-    double t0 = now_s();
+    double t0 = vc_now_s();
     int rc = setup(r);
     if (rc == 0)
         rc = run_gates(r, 1, r->o.gates);
@@ -902,10 +771,10 @@ int main(int argc, char **argv)
         rc = run_gates(r, r->o.gates + 1, r->o.more_gates);
     if (rc == 0)
         rc = finish(r);
-    r->wall_seconds = now_s() - t0;
+    r->wall_seconds = vc_now_s() - t0;
     if (r->error[0])
-        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.rank, r->error);
-    if (r->o.json)
+        fprintf(stderr, "verbs_gate rank %d: %s\n", r->o.ep.rank, r->error);
+    if (r->o.ep.json)
         print_json(r);
     teardown(r);
     free(r);

@@ -43,6 +43,7 @@
 #include <infiniband/verbs.h>
 
 #include "tag_engine.h"
+#include "verbs_common.h"
 #include "verbs_qp.h"
 
 #define HDR_BYTES 60u               /* refimpl/tagged.py's HEADER: "<IB3xiiiQQQQII" */
@@ -74,18 +75,11 @@ static const char *const KIND_NAME[4] = {"?", "eager", "rts", "fin"};
 #define WR_INDEX ((UINT64_C(1) << 60) - 1)
 
 typedef struct {
-    int rank;
-    const char *device;
-    int gid_index;
-    unsigned ib_port;
-    const char *listen_port;
-    const char *peer;
+    vc_endpoint ep;
     uint64_t rounds, nsizes, sizes[MAX_SIZES];
     uint64_t eager_limit, bounces, max_msg, sq_depth;
-    int timeout_ms, side_timeout_ms, connect_timeout_ms;
+    int timeout_ms;
     int64_t exit_after;             /* leave after this many messages verified; -1: never */
-    int json;
-    const char *trace;
 } options;
 
 /* A message waiting for a credit, a staging slot and send-queue room. */
@@ -180,13 +174,6 @@ typedef struct {
     char error[VQ_ERR];
 } rank_t;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static int fail(rank_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int fail(rank_t *r, const char *fmt, ...)
@@ -210,18 +197,12 @@ static void leave_if_asked(const rank_t *r)
 {
     if (r->o.exit_after >= 0 && r->verified == (uint64_t)r->o.exit_after) {
         fprintf(stderr, "verbs_tagged rank %d: leaving after %" PRIu64 " messages without a "
-                "word (--exit-after)\n", r->o.rank, r->verified);
+                "word (--exit-after)\n", r->o.ep.rank, r->verified);
         _exit(EXIT_LEFT);
     }
 }
 
 /* ------------------------------------------------------------------ bytes */
-static void put_le(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static uint64_t get_le(const uint8_t *p, int n)
 {
     uint64_t v = 0;
@@ -251,52 +232,13 @@ static uint32_t crc32_of(const uint32_t *table, const uint8_t *p, size_t n)
 }
 
 /* ------------------------------------------------------------------ payload patterns */
-static uint64_t mix64(uint64_t x)
-{
-    x += UINT64_C(0x9E3779B97F4A7C15);
-    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return x ^ (x >> 31);
-}
-
 /* the pattern of rank's k-th message (bit 40: no gate's key) */
-static uint64_t msg_key(int rank, uint64_t k) { return (uint64_t)rank << 62 | UINT64_C(1) << 40 | k; }
-
-static void fill(uint8_t *p, size_t n, uint64_t key)
+static uint64_t msg_key(int rank, uint64_t k)
 {
-    uint64_t w = mix64(key);
-    for (size_t i = 0; i + 8 <= n; i += 8, w += UINT64_C(0x9E3779B97F4A7C15))
-        memcpy(p + i, &w, 8);
-}
-
-/* The byte offset of the first word that differs from key's pattern, or -1. */
-static long long first_bad(const uint8_t *p, size_t n, uint64_t key)
-{
-    uint64_t w = mix64(key), got;
-    for (size_t i = 0; i + 8 <= n; i += 8, w += UINT64_C(0x9E3779B97F4A7C15)) {
-        memcpy(&got, p + i, 8);
-        if (got != w)
-            return (long long)i;
-    }
-    return -1;
+    return (uint64_t)rank << 62 | UINT64_C(1) << 40 | k;
 }
 
 /* ------------------------------------------------------------------ the trace */
-static void trace_text(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void trace_result(rank_t *r, int ok)
 {
     if (r->trace == NULL)
@@ -306,7 +248,7 @@ static void trace_result(rank_t *r, int ok)
         return;
     }
     fputs("{\"ev\": \"result\", \"ok\": false, \"error\": ", r->trace);
-    trace_text(r->trace, r->error);
+    vc_json_text(r->trace, r->error);
     fputs("}\n", r->trace);
 }
 
@@ -344,7 +286,7 @@ static arrival_t *arrival_of(rank_t *r, int64_t mid)
 static int read_side(rank_t *r, void *buf, size_t n, const char *what)
 {
     vq_err err;
-    int got = vq_read_full(r->fd, buf, n, r->o.side_timeout_ms, &err);
+    int got = vq_read_full(r->fd, buf, n, r->o.ep.side_timeout_ms, &err);
     if (got == 1)
         return fail(r, "the peer closed the TCP connection before it sent %s", what);
     if (got)
@@ -428,17 +370,17 @@ static int post_one_send(rank_t *r, const out_item *it)
     uint8_t *h = r->out + slot * r->bounce_bytes;
     r->sent++;
     memset(h, 0, HDR_BYTES);
-    put_le(h, MSG_MAGIC, 4);
+    vc_put_le(h, MSG_MAGIC, 4);
     h[4] = (uint8_t)it->kind;
-    put_le(h + 8, (uint64_t)(uint32_t)r->o.rank, 4);
-    put_le(h + 12, (uint64_t)(uint32_t)it->comm, 4);
-    put_le(h + 16, (uint64_t)(uint32_t)it->tag, 4);
-    put_le(h + 20, r->sent, 8);
-    put_le(h + 28, (uint64_t)it->mid, 8);
-    put_le(h + 36, it->nbytes, 8);
-    put_le(h + 44, r->reposted, 8);
-    put_le(h + 52, it->crc, 4);
-    put_le(h + 56, crc32_of(r->crc_table, h, HDR_BYTES - 4), 4);
+    vc_put_le(h + 8, (uint64_t)(uint32_t)r->o.ep.rank, 4);
+    vc_put_le(h + 12, (uint64_t)(uint32_t)it->comm, 4);
+    vc_put_le(h + 16, (uint64_t)(uint32_t)it->tag, 4);
+    vc_put_le(h + 20, r->sent, 8);
+    vc_put_le(h + 28, (uint64_t)it->mid, 8);
+    vc_put_le(h + 36, it->nbytes, 8);
+    vc_put_le(h + 44, r->reposted, 8);
+    vc_put_le(h + 52, it->crc, 4);
+    vc_put_le(h + 56, crc32_of(r->crc_table, h, HDR_BYTES - 4), 4);
     uint64_t len = HDR_BYTES;
     if (it->kind == K_EAGER) {
         memcpy(h + HDR_BYTES, it->payload, it->nbytes);
@@ -451,7 +393,7 @@ static int post_one_send(rank_t *r, const out_item *it)
         fprintf(r->trace, "{\"ev\": \"post_send\", \"wrs\": [[%" PRIu64 ", \"out\", %" PRIu64
                 ", %" PRIu64 ", true]], \"hdrs\": [{\"kind\": \"%s\", \"src\": %d, \"comm\": %d, "
                 "\"tag\": %d, \"seq\": %" PRIu64 ", \"mid\": %" PRId64 ", \"bytes\": %" PRIu64
-                "}]}\n", wr_id, slot * r->bounce_bytes, len, KIND_NAME[it->kind], r->o.rank,
+                "}]}\n", wr_id, slot * r->bounce_bytes, len, KIND_NAME[it->kind], r->o.ep.rank,
                 (int)it->comm, (int)it->tag, r->sent, it->mid, it->nbytes);
     struct ibv_sge sge = {.addr = (uintptr_t)h, .length = (uint32_t)len,
                           .lkey = r->out_mr->lkey};
@@ -488,7 +430,7 @@ static int pump(rank_t *r)
 {
     while (r->bl_head < r->bl_tail && r->inflight < r->o.sq_depth && r->nfree) {
         if (credits_left(r) <= 0) {
-            double now = now_s();
+            double now = vc_now_s();
             if (!r->credit_read && now - r->credit_read_at >= CREDIT_READ_EVERY_S) {
                 r->credit_read = 1;
                 r->credit_read_at = now;
@@ -661,7 +603,7 @@ static int arrive(rank_t *r, uint64_t slot, uint32_t byte_len)
     }
     int64_t rndv_rid = -1;          /* a rendezvous message a receive took at once */
     if (kind == K_FIN) {
-        uint64_t k = (uint64_t)mid - (uint64_t)r->o.rank * r->messages;
+        uint64_t k = (uint64_t)mid - (uint64_t)r->o.ep.rank * r->messages;
         if (mid < 0 || k >= r->nsends || r->sends[k].kind != K_RTS || r->sends[k].done)
             return fail(r, "a message from rank %d: FIN for message %" PRId64 ", which is no "
                         "rendezvous send waiting", r->peer, mid);
@@ -711,7 +653,7 @@ static int arrive(rank_t *r, uint64_t slot, uint32_t byte_len)
     if (post_bounce(r, slot, 1))
         return -1;
     r->reposted++;
-    put_le(r->credit, r->reposted, 8);
+    vc_put_le(r->credit, r->reposted, 8);
     return rndv_rid >= 0 ? start_rndv(r, rndv_rid, mid) : 0;
 }
 
@@ -804,7 +746,7 @@ static int satisfied(rank_t *r, int what, int64_t arg)
  * completes for timeout_ms, or a peer that closed its end. */
 static int progress_until(rank_t *r, int what, int64_t arg, const char *text)
 {
-    double deadline = now_s() + r->o.timeout_ms / 1000.0;
+    double deadline = vc_now_s() + r->o.timeout_ms / 1000.0;
     unsigned empty = 0;
     for (;;) {
         int ok = satisfied(r, what, arg);
@@ -816,7 +758,7 @@ static int progress_until(rank_t *r, int what, int64_t arg, const char *text)
         if (n < 0)
             return -1;
         if (n > 0) {
-            deadline = now_s() + r->o.timeout_ms / 1000.0;
+            deadline = vc_now_s() + r->o.timeout_ms / 1000.0;
             empty = 0;
             continue;
         }
@@ -828,7 +770,7 @@ static int progress_until(rank_t *r, int what, int64_t arg, const char *text)
         if (gone)
             return fail(r, "peer rank %d is gone (its TCP connection closed without BYE: the "
                         "process died) while a %s waited", r->peer, text);
-        if (empty % CLOCK_CHECK_EVERY == 0 && now_s() > deadline)
+        if (empty % CLOCK_CHECK_EVERY == 0 && vc_now_s() > deadline)
             return fail(r, "timeout: the %s did not complete within %d ms", text,
                         r->o.timeout_ms);
     }
@@ -852,8 +794,8 @@ static int do_isend(rank_t *r, uint64_t nbytes, int32_t tag, uint64_t *index)
         trace_result(r, 0);
         return -1;
     }
-    fill(s->buf, nbytes, msg_key(r->o.rank, k));
-    int64_t mid = (int64_t)((uint64_t)r->o.rank * r->messages + k);
+    vc_fill(s->buf, nbytes, msg_key(r->o.ep.rank, k));
+    int64_t mid = (int64_t)((uint64_t)r->o.ep.rank * r->messages + k);
     uint32_t crc = crc32_of(r->crc_table, s->buf, nbytes);
     int rc;
     if (nbytes <= r->o.eager_limit) {
@@ -869,11 +811,11 @@ static int do_isend(rank_t *r, uint64_t nbytes, int32_t tag, uint64_t *index)
         if (rc == 0) {
             /* the region goes to the peer before the RTS that names it */
             uint8_t b[REGION_BYTES];
-            put_le(b, REGION_MAGIC, 4);
-            put_le(b + 4, s->mr->rkey, 4);
-            put_le(b + 8, (uint64_t)mid, 8);
-            put_le(b + 16, (uintptr_t)s->buf, 8);
-            put_le(b + 24, nbytes, 8);
+            vc_put_le(b, REGION_MAGIC, 4);
+            vc_put_le(b + 4, s->mr->rkey, 4);
+            vc_put_le(b + 8, (uint64_t)mid, 8);
+            vc_put_le(b + 16, (uintptr_t)s->buf, 8);
+            vc_put_le(b + 24, nbytes, 8);
             if (r->trace)
                 fprintf(r->trace, "{\"ev\": \"tcp_write\", \"kind\": \"region\", \"value\": %"
                         PRId64 ", \"chunks\": 0, \"depth\": 0, \"length\": %" PRIu64 "}\n", mid,
@@ -928,7 +870,7 @@ static int do_irecv(rank_t *r, uint64_t nbytes, int32_t src, int32_t tag, int64_
 static void trace_wait(rank_t *r, const char *text, int64_t rid, int send)
 {
     fputs("{\"ev\": \"call\", \"name\": \"request.wait\", \"args\": {\"request\": ", r->trace);
-    trace_text(r->trace, text);
+    vc_json_text(r->trace, text);
     fprintf(r->trace, ", \"rid\": %" PRId64 ", \"send\": %s}}\n", rid, send ? "true" : "false");
 }
 
@@ -937,7 +879,7 @@ static void trace_status(rank_t *r, int32_t source, int32_t tag, uint64_t count,
 {
     fprintf(r->trace, "{\"ev\": \"result\", \"ok\": true, \"status\": {\"source\": %d, "
             "\"tag\": %d, \"count\": %" PRIu64 ", \"error\": ", (int)source, (int)tag, count);
-    trace_text(r->trace, error);
+    vc_json_text(r->trace, error);
     fputs(", \"cancelled\": false}}\n", r->trace);
 }
 
@@ -970,7 +912,7 @@ static int wait_recv(rank_t *r, int64_t rid, uint64_t k, uint64_t nbytes, int32_
                     " bytes", rid + 1, text, (int)rv->st_source, (int)rv->st_tag, rv->st_count,
                     rv->truncated ? " (truncated)" : "", k, r->peer, (int)tag, nbytes);
     }
-    long long at = first_bad(rv->buf, nbytes, msg_key(r->peer, k));
+    long long at = vc_first_bad(rv->buf, nbytes, msg_key(r->peer, k));
     if (at >= 0) {
         r->mismatches++;
         return fail(r, "receive %" PRId64 " (%s, tag %d): the payload is not the peer's message %"
@@ -996,7 +938,7 @@ static int wait_send(rank_t *r, uint64_t k)
         return -1;
     }
     if (r->trace)
-        trace_status(r, r->o.rank, s->tag, s->nbytes, "");
+        trace_status(r, r->o.ep.rank, s->tag, s->nbytes, "");
     return 0;
 }
 
@@ -1013,7 +955,7 @@ static int workload(rank_t *r)
     uint64_t msg = 0;
     int64_t rids[MAX_SIZES];
     uint64_t sends[3 * MAX_SIZES], k;
-    double t0 = now_s();
+    double t0 = vc_now_s();
     for (uint64_t round = 0; round < r->o.rounds; round++) {
         size_t ns = 0;
         for (uint64_t i = 0; i < n; i++)
@@ -1061,7 +1003,7 @@ static int workload(rank_t *r)
             if (wait_send(r, sends[i]))
                 return -1;
     }
-    r->tagged_seconds = now_s() - t0;
+    r->tagged_seconds = vc_now_s() - t0;
     return 0;
 }
 
@@ -1094,7 +1036,7 @@ static int finish(rank_t *r)
             fprintf(r->trace, "{\"ev\": \"tcp_read\", \"kind\": \"bye\", \"value\": %d, "
                     "\"chunks\": 0, \"depth\": 0}\n", b);
         vq_err err;
-        int got = vq_read_full(r->fd, &b, 1, r->o.side_timeout_ms, &err);
+        int got = vq_read_full(r->fd, &b, 1, r->o.ep.side_timeout_ms, &err);
         if (got < 0)
             rc = fail(r, "close: %s", err.text);
         else if (got == 0)
@@ -1119,7 +1061,7 @@ static int setup(rank_t *r)
 {
     options *o = &r->o;
     vq_err err;
-    r->peer = 1 - o->rank;
+    r->peer = 1 - o->ep.rank;
     r->messages = o->rounds * 3 * o->nsizes;
     r->bounce_bytes = HDR_BYTES + o->eager_limit;
     crc_init(r->crc_table);
@@ -1158,7 +1100,7 @@ static int setup(rank_t *r)
 
     /* every bounce and every send-queue entry can complete at once */
     int cqe = (int)(2 * (o->bounces + o->sq_depth));
-    if (vq_open(&r->dev, o->device, (uint8_t)o->ib_port, o->gid_index, IBV_QPT_RC,
+    if (vq_open(&r->dev, o->ep.device, (uint8_t)o->ep.ib_port, o->ep.gid_index, IBV_QPT_RC,
                 (uint32_t)o->sq_depth, (uint32_t)o->bounces, cqe, &err)
         || vq_reg(&r->dev, r->bounce, o->bounces * r->bounce_bytes, IBV_ACCESS_LOCAL_WRITE,
                   &r->bounce_mr, "bounce", &err)
@@ -1168,16 +1110,16 @@ static int setup(rank_t *r)
                   "peer_credit", &err))
         return fail(r, "%s", err.text);
 
-    if (o->listen_port) {
-        if (vq_tcp_accept((uint16_t)atoi(o->listen_port), o->connect_timeout_ms, &r->fd, &err))
+    if (o->ep.listen_port) {
+        if (vq_tcp_accept((uint16_t)atoi(o->ep.listen_port), o->ep.connect_timeout_ms, &r->fd, &err))
             return fail(r, "%s", err.text);
     } else {
         char host[256];
-        const char *colon = strrchr(o->peer, ':');
-        size_t hl = (size_t)(colon - o->peer);
-        memcpy(host, o->peer, hl);
+        const char *colon = strrchr(o->ep.peer, ':');
+        size_t hl = (size_t)(colon - o->ep.peer);
+        memcpy(host, o->ep.peer, hl);
         host[hl] = '\0';
-        if (vq_tcp_connect(host, (uint16_t)atoi(colon + 1), o->connect_timeout_ms, &r->fd,
+        if (vq_tcp_connect(host, (uint16_t)atoi(colon + 1), o->ep.connect_timeout_ms, &r->fd,
                            &err))
             return fail(r, "%s", err.text);
     }
@@ -1185,18 +1127,18 @@ static int setup(rank_t *r)
      * and so does the credit region the peer READs when it runs out of credits */
     static const char *const NAMES[7] = {"rank", "eager_limit", "bounces", "max_msg",
                                          "sq_depth", "rounds", "sizes"};
-    uint64_t mine[N_SETTINGS] = {(uint64_t)o->rank, o->eager_limit, o->bounces, o->max_msg,
+    uint64_t mine[N_SETTINGS] = {(uint64_t)o->ep.rank, o->eager_limit, o->bounces, o->max_msg,
                                  o->sq_depth, o->rounds, o->nsizes};
     for (uint64_t i = 0; i < o->nsizes; i++)
         mine[7 + i] = o->sizes[i];
     uint8_t out[8 * N_SETTINGS + 16], in[8 * N_SETTINGS + 16];
     for (int i = 0; i < N_SETTINGS; i++)
-        put_le(out + 8 * i, mine[i], 8);
-    put_le(out + 8 * N_SETTINGS, (uintptr_t)r->credit, 8);
-    put_le(out + 8 * N_SETTINGS + 8, r->credit_mr->rkey, 8);
+        vc_put_le(out + 8 * i, mine[i], 8);
+    vc_put_le(out + 8 * N_SETTINGS, (uintptr_t)r->credit, 8);
+    vc_put_le(out + 8 * N_SETTINGS + 8, r->credit_mr->rkey, 8);
     vq_addr local, remote;
     vq_local_addr(&r->dev, &local);
-    if (vq_exchange(r->fd, &local, &remote, out, in, sizeof out, o->connect_timeout_ms, &err))
+    if (vq_exchange(r->fd, &local, &remote, out, in, sizeof out, o->ep.connect_timeout_ms, &err))
         return fail(r, "%s", err.text);
     if (get_le(in, 8) != (uint64_t)r->peer)
         return fail(r, "the peer is rank %" PRIu64 ", and so is this rank", get_le(in, 8));
@@ -1212,14 +1154,14 @@ static int setup(rank_t *r)
     r->peer_credit_rkey = (uint32_t)get_le(in + 8 * N_SETTINGS + 8, 8);
     if (vq_connect(&r->dev, &remote, 0, &err))
         return fail(r, "%s", err.text);
-    if (o->trace) {
-        r->trace = fopen(o->trace, "w");
+    if (o->ep.trace) {
+        r->trace = fopen(o->ep.trace, "w");
         if (r->trace == NULL)
-            return fail(r, "cannot write the trace %s: %s", o->trace, strerror(errno));
+            return fail(r, "cannot write the trace %s: %s", o->ep.trace, strerror(errno));
         fprintf(r->trace, "{\"ev\": \"begin\", \"protocol\": \"tagged\", \"rank\": %d, "
                 "\"transport\": \"verbs-c\", \"engine\": \"native\", \"config\": "
                 "{\"eager_limit\": %" PRIu64 ", \"bounces\": %" PRIu64 ", \"max_msg\": %" PRIu64
-                ", \"sq_depth\": %" PRIu64 ", \"timeout_ms\": %d}}\n", o->rank, o->eager_limit,
+                ", \"sq_depth\": %" PRIu64 ", \"timeout_ms\": %d}}\n", o->ep.rank, o->eager_limit,
                 o->bounces, o->max_msg, o->sq_depth, o->timeout_ms);
     }
     /* the bounce buffers, then the hello: once the peer's hello is read, its buffers are
@@ -1235,12 +1177,12 @@ static int setup(rank_t *r)
         if (post_bounce(r, i, 0))
             return -1;
     uint8_t hello[HELLO_BYTES] = {0}, theirs[HELLO_BYTES];
-    put_le(hello, HELLO_MAGIC, 4);
-    put_le(hello + 4, VERSION, 4);
-    put_le(hello + 8, (uint64_t)o->rank, 4);
-    put_le(hello + 12, o->eager_limit, 4);
-    put_le(hello + 16, o->bounces, 4);
-    put_le(hello + 20, o->max_msg, 4);
+    vc_put_le(hello, HELLO_MAGIC, 4);
+    vc_put_le(hello + 4, VERSION, 4);
+    vc_put_le(hello + 8, (uint64_t)o->ep.rank, 4);
+    vc_put_le(hello + 12, o->eager_limit, 4);
+    vc_put_le(hello + 16, o->bounces, 4);
+    vc_put_le(hello + 20, o->max_msg, 4);
     if (r->trace)
         trace_hex(r, "tcp_write", hello, sizeof hello);
     if (write_side(r, hello, sizeof hello, "the hello")
@@ -1268,7 +1210,7 @@ static void teardown(rank_t *r)
         int code = mrs[i] ? ibv_dereg_mr(mrs[i]) : 0;
         if (code)
             fprintf(stderr, "verbs_tagged rank %d: ibv_dereg_mr failed: %s (errno %d)\n",
-                    r->o.rank, strerror(code), code);
+                    r->o.ep.rank, strerror(code), code);
     }
     for (uint64_t i = 0; i < r->nsends; i++) {
         if (r->sends[i].mr)
@@ -1284,7 +1226,7 @@ static void teardown(rank_t *r)
         free(r->arrivals[i].data);
     vq_err err;
     if (vq_close(&r->dev, &err))
-        fprintf(stderr, "verbs_tagged rank %d: %s\n", r->o.rank, err.text);
+        fprintf(stderr, "verbs_tagged rank %d: %s\n", r->o.ep.rank, err.text);
     if (r->fd > 0)
         close(r->fd);
     free(r->bounce);
@@ -1305,8 +1247,8 @@ static void teardown(rank_t *r)
 /* ------------------------------------------------------------------ output */
 static void print_json(rank_t *r)
 {
-    printf("{\"rank\": %d, \"device\": ", r->o.rank);
-    trace_text(stdout, r->o.device);
+    printf("{\"rank\": %d, \"device\": ", r->o.ep.rank);
+    vc_json_text(stdout, r->o.ep.device);
     printf(", \"transport\": \"verbs-c\", \"messages\": %" PRIu64 ", \"eager\": %" PRIu64
            ", \"rendezvous\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"verified\": %" PRIu64
            ", \"mismatches\": %" PRIu64 ", \"credit_reads\": %" PRIu64 ", \"mib_per_s\": %.2f"
@@ -1314,7 +1256,7 @@ static void print_json(rank_t *r)
            r->bytes, r->verified, r->mismatches, r->credit_reads,
            r->tagged_seconds > 0 ? (double)r->bytes / r->tagged_seconds / 1048576.0 : 0,
            r->wall_seconds, r->error[0] ? "false" : "true");
-    trace_text(stdout, r->error);
+    vc_json_text(stdout, r->error);
     printf("}\n");
 }
 
@@ -1326,20 +1268,6 @@ static const char USAGE[] =
     "  [--max-msg B (65536)] [--sq-depth N (64)] [--timeout-ms T (5000)]\n"
     "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] [--exit-after N]\n"
     "  [--json] [--trace FILE]\n";
-
-static int number(const char *name, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || *end || !*text || text[0] == '-' || v < lo || v > hi) {
-        fprintf(stderr, "verbs_tagged: %s: expected an integer in %" PRIu64 "..%" PRIu64
-                ", got '%s'\n%s", name, lo, hi, text, USAGE);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
 
 static int parse_sizes(const char *text, options *o)
 {
@@ -1355,7 +1283,8 @@ static int parse_sizes(const char *text, options *o)
         }
         memcpy(item, p, len);
         item[len] = '\0';
-        if (number("--sizes", item, 8, UINT64_C(1) << 30, &o->sizes[o->nsizes]))
+        if (vc_number("verbs_tagged", USAGE, "--sizes", item, 8, UINT64_C(1) << 30,
+                      &o->sizes[o->nsizes]))
             return -1;
         if (o->sizes[o->nsizes++] % 8) {
             fprintf(stderr, "verbs_tagged: --sizes: %s is not a multiple of 8 (the payload "
@@ -1370,106 +1299,50 @@ static int parse_sizes(const char *text, options *o)
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.rank = -1, .ib_port = 1, .rounds = 3, .nsizes = 4,
+    *o = (options){.ep = vc_endpoint_defaults(), .rounds = 3, .nsizes = 4,
                    .sizes = {64, 4096, 262144, 1048576}, .eager_limit = 8192, .bounces = 32,
-                   .max_msg = 65536, .sq_depth = 64, .timeout_ms = 5000,
-                   .side_timeout_ms = 30000, .connect_timeout_ms = 60000, .exit_after = -1};
+                   .max_msg = 65536, .sq_depth = 64, .timeout_ms = 5000, .exit_after = -1};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "verbs_tagged: %s: %s\n%s", a,
-                    strncmp(a, "--", 2) ? "unexpected argument" : "needs a value", USAGE);
+        const char *a, *v;
+        int got = vc_option("verbs_tagged", USAGE, argc, argv, &i, &a, &v, &o->ep);
+        if (got < 0)
             return -1;
-        }
-        const char *v = argv[++i];
+        if (got == 0)
+            continue;
         uint64_t n;
-        if (strcmp(a, "--rank") == 0) {
-            if (number(a, v, 0, 1, &n))
-                return -1;
-            o->rank = (int)n;
-        } else if (strcmp(a, "--device") == 0) {
-            o->device = v;
-        } else if (strcmp(a, "--gid-index") == 0) {
-            if (number(a, v, 0, 255, &n))
-                return -1;
-            o->gid_index = (int)n;
-        } else if (strcmp(a, "--ib-port") == 0) {
-            if (number(a, v, 1, 255, &n))
-                return -1;
-            o->ib_port = (unsigned)n;
-        } else if (strcmp(a, "--listen") == 0) {
-            if (number(a, v, 1, 65535, &n))
-                return -1;
-            o->listen_port = v;
-        } else if (strcmp(a, "--peer") == 0) {
-            const char *colon = strrchr(v, ':');
-            if (colon == NULL || colon == v || colon - v >= 255) {
-                fprintf(stderr, "verbs_tagged: --peer: expected HOST:PORT, got '%s'\n%s", v,
-                        USAGE);
-                return -1;
-            }
-            if (number(a, colon + 1, 1, 65535, &n))
-                return -1;
-            o->peer = v;
-        } else if (strcmp(a, "--rounds") == 0) {
-            if (number(a, v, 1, 1000, &o->rounds))
+        if (strcmp(a, "--rounds") == 0) {
+            if (vc_number("verbs_tagged", USAGE, a, v, 1, 1000, &o->rounds))
                 return -1;
         } else if (strcmp(a, "--sizes") == 0) {
             if (parse_sizes(v, o))
                 return -1;
         } else if (strcmp(a, "--eager-limit") == 0) {
-            if (number(a, v, 0, UINT64_C(1) << 30, &o->eager_limit))
+            if (vc_number("verbs_tagged", USAGE, a, v, 0, UINT64_C(1) << 30, &o->eager_limit))
                 return -1;
         } else if (strcmp(a, "--bounces") == 0) {
-            if (number(a, v, 1, 32768, &o->bounces))
+            if (vc_number("verbs_tagged", USAGE, a, v, 1, 32768, &o->bounces))
                 return -1;
         } else if (strcmp(a, "--max-msg") == 0) {
-            if (number(a, v, 64, UINT64_C(1) << 30, &o->max_msg))
+            if (vc_number("verbs_tagged", USAGE, a, v, 64, UINT64_C(1) << 30, &o->max_msg))
                 return -1;
         } else if (strcmp(a, "--sq-depth") == 0) {
-            if (number(a, v, 2, 32768, &o->sq_depth))
+            if (vc_number("verbs_tagged", USAGE, a, v, 2, 32768, &o->sq_depth))
                 return -1;
         } else if (strcmp(a, "--timeout-ms") == 0) {
-            if (number(a, v, 1, 600000, &n))
+            if (vc_number("verbs_tagged", USAGE, a, v, 1, 600000, &n))
                 return -1;
             o->timeout_ms = (int)n;
-        } else if (strcmp(a, "--side-timeout-ms") == 0) {
-            if (number(a, v, 1, 600000, &n))
-                return -1;
-            o->side_timeout_ms = (int)n;
-        } else if (strcmp(a, "--connect-timeout-ms") == 0) {
-            if (number(a, v, 1, 600000, &n))
-                return -1;
-            o->connect_timeout_ms = (int)n;
         } else if (strcmp(a, "--exit-after") == 0) {
-            if (number(a, v, 0, 100000, &n))
+            if (vc_number("verbs_tagged", USAGE, a, v, 0, 100000, &n))
                 return -1;
             o->exit_after = (int64_t)n;
-        } else if (strcmp(a, "--trace") == 0) {
-            o->trace = v;
         } else {
             fprintf(stderr, "verbs_tagged: unknown option %s\n%s", a, USAGE);
             return -1;
         }
     }
-    const char *missing = o->rank < 0 ? "--rank" : o->device == NULL ? "--device" : NULL;
-    if (missing) {
-        fprintf(stderr, "verbs_tagged: %s is required\n%s", missing, USAGE);
+    if (vc_endpoint_check("verbs_tagged", USAGE, &o->ep))
         return -1;
-    }
-    if (!o->listen_port == !o->peer) {
-        fprintf(stderr, "verbs_tagged: give exactly one of --listen PORT and --peer "
-                "HOST:PORT\n%s", USAGE);
-        return -1;
-    }
     if (HDR_BYTES + o->eager_limit > o->max_msg) {
         fprintf(stderr, "verbs_tagged: --eager-limit %" PRIu64 ": a %u-byte header and the "
                 "eager payload must fit --max-msg %" PRIu64 "\n", o->eager_limit, HDR_BYTES,
@@ -1496,7 +1369,7 @@ int main(int argc, char **argv)
         free(r);
         return EXIT_USAGE;
     }
-    double t0 = now_s();
+    double t0 = vc_now_s();
     int rc = setup(r);
     if (rc == 0)
         leave_if_asked(r);
@@ -1504,10 +1377,10 @@ int main(int argc, char **argv)
         rc = workload(r);
     if (rc == 0)
         rc = finish(r);
-    r->wall_seconds = now_s() - t0;
+    r->wall_seconds = vc_now_s() - t0;
     if (r->error[0])
-        fprintf(stderr, "verbs_tagged rank %d: %s\n", r->o.rank, r->error);
-    if (r->o.json)
+        fprintf(stderr, "verbs_tagged rank %d: %s\n", r->o.ep.rank, r->error);
+    if (r->o.ep.json)
         print_json(r);
     teardown(r);
     free(r);
