@@ -361,8 +361,10 @@ class GateChannel:
             self.device.post_recv([(w.wr_id, w.buf, w.offset, w.length) for w in em.recvs])
             self._note_window(em.recvs)
         if em.sends:
-            self.device.post_send([(w.wr_id, self._send_region(w), w.offset, w.length,
-                                    w.signaled) for w in em.sends])
+            # staging sends outside a big-gate window are the drain's dummies
+            dummies = self._big is None or self.engine.view().phase == DRAIN_WAIT
+            self.device.post_send([(w.wr_id, self._send_region(w, dummies), w.offset,
+                                    w.length, w.signaled) for w in em.sends])
             self._posted_at = time.perf_counter()
         for item in em.tcp_out:
             self.side.write(item)
@@ -384,10 +386,10 @@ class GateChannel:
             self._big.win = 0
         self._big.win += len(staged)
 
-    def _send_region(self, w: Any) -> str:
+    def _send_region(self, w: Any, dummies: bool) -> str:
         if w.buf != "stage":
             return w.buf
-        if self._big is None or self.engine.view().phase == DRAIN_WAIT:
+        if dummies:
             return "stage_out"      # a drain dummy: the scratch's bytes, whatever they hold
         # stage the window's chunk (index 1-based) from the caller's data
         b, m = self._big, self.big_chunk_bytes
