@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,7 +50,7 @@ from verbspec.proofs.gate.vocabulary import (
 )
 from verbspec.proofs.gate.widening import post_state, widened
 from verbspec.proofs.report import Obligation, Result
-from verbspec.proofs.solving import Solvers, query
+from verbspec.proofs.solving import Answer, Solvers, default_workers, query
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.variants import NO_SEQ_CHECK, SIGNAL_LAST_ONLY
@@ -216,72 +217,90 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     sub = _quiet_sub(s, quiet, names)
 
     # a query: (invariants, "base" | "consecution", via, C) -> hypotheses, goal per invariant
-    todo: dict[tuple, tuple[list[z3.BoolRef], dict[str, z3.BoolRef]]] = {}
+    Batch = dict[tuple, tuple[list[z3.BoolRef], dict[str, z3.BoolRef]]]
     posts: dict[tuple[int, str], Mapping[str, z3.ExprRef] | None] = {}
-    for c in chunks:
-        q = replace(prm, chunks=z3.BitVecVal(c, 64))
-        inv_s = {n: sub(table[n](s, q)) for n in names}
-        parts = {n: [(p, consts(p)) for p in conjuncts(inv_s[n])] for n in names}
-        posts[(c, "initial")] = None
-        for n in names:
-            todo[((n,), "base", "initial", c)] = ([assume(q), initial(s)], {n: inv_s[n]})
-        for a in ACTIONS:
-            for r in ranks:
-                m = action_move(a, r, s, q, ch)
-                moved = [(sv[k], sub(v)) for k, v in m.updates.items() if not z3.eq(v, sv[k])]
-                changed = {x.decl().name() for x, _ in moved}
-                post = {k: m.updates.get(k, v) for k, v in sv.items()}
-                hyp = [assume(q), *inv_s.values(), sub(m.guard)]
-                if live is not None:
-                    hyp.append(sub(live(s, q)))
-                wide = widened(moved)
-                # a conjunct over variables the move leaves alone is its own hypothesis
-                goal = {n: z3.And([post_state(p, moved, wide) for p, used in parts[n]
-                                   if used & changed]) for n in names}
-                goal = {n: g for n, g in goal.items() if g.num_args()}
-                together = [n for n in goal if n in shared and a not in SPLIT_ACTIONS]
-                groups = [tuple(together)] if together else []
-                groups += [(n,) for n in goal if n not in together]
-                via = f"{a}({r})"
-                posts[(c, via)] = post
-                by_case = CASES[a].invariants if a in CASES else frozenset()
-                cases = _cases(a, s, r, m.guard) if by_case & set(goal) else []
-                for g in groups:
-                    if not by_case & set(g):
-                        todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
-                        continue
-                    for case, when in cases:
-                        posts[(c, f"{via} {case}")] = post
-                        todo[(g, "consecution", f"{via} {case}", c)] = (
-                            [*hyp, sub(when)], {n: goal[n] for n in g})
+
+    def batches() -> Iterator[Batch]:
+        """The queries, a move's at a time."""
+        for c in chunks:
+            q = replace(prm, chunks=z3.BitVecVal(c, 64))
+            inv_s = {n: sub(table[n](s, q)) for n in names}
+            parts = {n: [(p, consts(p)) for p in conjuncts(inv_s[n])] for n in names}
+            posts[(c, "initial")] = None
+            yield {((n,), "base", "initial", c): ([assume(q), initial(s)], {n: inv_s[n]})
+                   for n in names}
+            for a in ACTIONS:
+                for r in ranks:
+                    todo: Batch = {}
+                    m = action_move(a, r, s, q, ch)
+                    moved = [(sv[k], sub(v)) for k, v in m.updates.items()
+                             if not z3.eq(v, sv[k])]
+                    changed = {x.decl().name() for x, _ in moved}
+                    post = {k: m.updates.get(k, v) for k, v in sv.items()}
+                    hyp = [assume(q), *inv_s.values(), sub(m.guard)]
+                    if live is not None:
+                        hyp.append(sub(live(s, q)))
+                    wide = widened(moved)
+                    # a conjunct over variables the move leaves alone is its own hypothesis
+                    goal = {n: z3.And([post_state(p, moved, wide) for p, used in parts[n]
+                                       if used & changed]) for n in names}
+                    goal = {n: g for n, g in goal.items() if g.num_args()}
+                    together = [n for n in goal if n in shared and a not in SPLIT_ACTIONS]
+                    groups = [tuple(together)] if together else []
+                    groups += [(n,) for n in goal if n not in together]
+                    via = f"{a}({r})"
+                    posts[(c, via)] = post
+                    by_case = CASES[a].invariants if a in CASES else frozenset()
+                    cases = _cases(a, s, r, m.guard) if by_case & set(goal) else []
+                    for g in groups:
+                        if not by_case & set(g):
+                            todo[(g, "consecution", via, c)] = (hyp, {n: goal[n] for n in g})
+                            continue
+                        for case, when in cases:
+                            posts[(c, f"{via} {case}")] = post
+                            todo[(g, "consecution", f"{via} {case}", c)] = (
+                                [*hyp, sub(when)], {n: goal[n] for n in g})
+                    yield todo
+
+    def ask(pool: Solvers, batch: Batch) -> Callable[[], list[Answer]]:
+        return pool.submit([query(k, *hyp, z3.Not(z3.And(list(goal.values()))),
+                                  tactic=_tactic(k[0])) for k, (hyp, goal) in batch.items()])
+
     spent = dict.fromkeys(names, 0.0)
     failed: dict[str, str] = {}
     known = _free(s, ch, prm)
-    while todo:
-        keys = list(todo)
-        with _pool(solvers) as pool:
-            answers = pool.run([query(k, *todo[k][0], z3.Not(z3.And(list(todo[k][1].values()))),
-                                      tactic=_tactic(k[0])) for k in keys])
-        split = {}
-        for ans in answers:
-            group, label, via, c = ans.key
-            for n in group:     # a query for several invariants counts evenly for each
-                spent[n] += ans.seconds / len(group)
-            if ans.result == "unsat":
-                continue
-            if len(group) > 1:  # which of them fail: ask for each
-                hyp, goal = todo[ans.key]
-                split.update({((n,), label, via, c): (hyp, {n: goal[n]}) for n in group})
-                continue
-            [n] = group
-            if n in failed:
-                continue
-            if ans.result == "sat":
-                failed[n] = (f"{label} fails via {via}, chunks={c} (counterexample to "
-                             f"induction): {_values_text(ans.model, known, sv, posts[(c, via)])}")
-            else:
-                failed[n] = f"{label} via {via}, chunks={c}: {ans.reason}"
-        todo = split
+    with _pool(solvers) as pool:
+        # each move's queries go to the workers as soon as they are built: the solving of the
+        # first overlaps the building of the rest
+        asked: Batch = {}
+        waits = []
+        for batch in batches():
+            asked.update(batch)
+            waits.append(ask(pool, batch))
+        answers = [ans for wait in waits for ans in wait()]
+        while answers:
+            split: Batch = {}
+            for ans in answers:
+                group, label, via, c = ans.key
+                for n in group:     # a query for several invariants counts evenly for each
+                    spent[n] += ans.seconds / len(group)
+                if ans.result == "unsat":
+                    continue
+                if len(group) > 1:  # which of them fail: ask for each
+                    hyp, goal = asked[ans.key]
+                    split.update({((n,), label, via, c): (hyp, {n: goal[n]}) for n in group})
+                    continue
+                [n] = group
+                if n in failed:
+                    continue
+                if ans.result == "sat":
+                    failed[n] = (f"{label} fails via {via}, chunks={c} (counterexample to "
+                                 f"induction): "
+                                 f"{_values_text(ans.model, known, sv, posts[(c, via)])}")
+                else:
+                    failed[n] = f"{label} via {via}, chunks={c}: {ans.reason}"
+            asked = split
+            answers = ask(pool, split)() if split else []
     return [Obligation(n, "inconclusive" if n in failed else "proved", spent[n],
                        failed.get(n, "")) for n in names]
 
@@ -389,6 +408,20 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
     return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}"
 
 
+@contextmanager
+def _refinement_alongside() -> Iterator[Future[refinement.Refinement]]:
+    """The refinement check, started: in a thread while the caller proves, where it has
+    worker processes of its own; with one core it would check in this process, whose z3 is
+    not thread-safe, so it is done first."""
+    if default_workers() < 2:
+        done: Future[refinement.Refinement] = Future()
+        done.set_result(refinement.check(cache=refinement.cache_dir()))
+        yield done
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="verbspec-refinement") as pool:
+        yield pool.submit(refinement.check, cache=refinement.cache_dir())
+
+
 def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
           progress: Callable[[str], None] | None = None, trace_dir: Path | None = None
           ) -> list[Result]:
@@ -407,10 +440,18 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
     if why:
         return [Result(n, "gate", "prove", "inconclusive", "not proved", 0.0, None, why)
                 for n in INVARIANTS]
-    # a proof about the model says something of the spec only while the model matches it
+    # a proof about the model says something of the spec only while the model matches it:
+    # the check runs beside the induction and no verdict is given before it has passed
     if progress:
-        progress("checking the model against the spec")
-    ref = refinement.check(cache=refinement.cache_dir())
+        progress("checking the model against the spec, and proving")
+    with _refinement_alongside() as pending:
+        # the workload stays symbolic: the proof covers every ops, hence every seq below the
+        # tags
+        prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
+        # (a check already done, on one core, that diverged spares the induction)
+        diverged = pending.done() and pending.result().divergence is not None
+        found = {} if diverged else houdini(prm, domain, (cfg.chunks,), progress=progress)
+        ref = pending.result()
     if ref.divergence is not None:
         path = (save_counterexample(ref.trace, trace_dir, "prove")
                 if ref.trace is not None and trace_dir is not None else None)
@@ -418,11 +459,6 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
                   f"until it does: {ref.divergence}")
         return [Result(n, "gate", "prove", "inconclusive", "not proved", ref.seconds, path,
                        detail) for n in INVARIANTS]
-    if progress:
-        progress(f"the model matches the spec ({ref.states:,} states); proving")
-    # the workload stays symbolic: the proof covers every ops, hence every seq below the tags
-    prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
-    found = houdini(prm, domain, (cfg.chunks,), progress=progress)
     lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
     lemma_s = sum(found[n].seconds for n in LEMMAS)
     bound = ("every reachable state, every workload of 1 <= ops < 2^61 gates per rank (z3 "
