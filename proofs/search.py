@@ -104,8 +104,27 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
         level += 1
         if progress:
             progress(level, len(parent))
-    return SearchResult(level, len(parent), transitions, not frontier, False,
+    done = SearchResult(level, len(parent), transitions, not frontier, False,
                         time.perf_counter() - t0, None, fault_level)
+    if done.exhausted and limit is None and target is None:
+        _FIXPOINTS[_system_key(system, variants)] = done
+    return done
+
+
+# every search of this process that reached a fixpoint with every action (faults included)
+# and broke nothing, by system: a prover's fixpoint of an instance that bmc already exhausted
+# is that search, not to be done twice
+_FIXPOINTS: dict[tuple[str, str, tuple[str, ...]], SearchResult] = {}
+
+
+def _system_key(system: System, variants: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
+    return (system.protocol, repr(sorted(system.param_dict().items())), tuple(sorted(variants)))
+
+
+def known_fixpoint(system: System, variants: Sequence[str] = ()) -> SearchResult | None:
+    """The fixpoint this process already reached for this system (every reachable state,
+    faults included, no violation), or None."""
+    return _FIXPOINTS.get(_system_key(system, variants))
 
 
 class _Key:

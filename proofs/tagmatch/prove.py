@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verbspec.proofs.report import Obligation, Result
-from verbspec.proofs.search import bounded_search
+from verbspec.proofs.search import bounded_search, known_fixpoint
 from verbspec.proofs.tagmatch import matching
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
 from verbspec.proofs.traces import save_counterexample
@@ -32,9 +32,13 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
         if progress:
             progress(f"prove: depth {level}, {states} states")
 
-    res = bounded_search(system, depth=1 << 30, max_states=max_states,
-                         variants=system.variants, progress=tick)
+    reused = known_fixpoint(system, system.variants)
+    res = reused or bounded_search(system, depth=1 << 30, max_states=max_states,
+                                   variants=system.variants, progress=tick)
     inst = ", ".join(f"{k}={v}" for k, v in system.param_dict().items())
+    # the same search, done before in this process (by bmc, or an earlier proof): its
+    # states, not its time again
+    seconds, shared = (0.0, ", reached earlier in this run") if reused else (res.seconds, "")
     path = None
     if res.violation is not None and trace_dir is not None:
         path = save_counterexample(res.violation.trace, trace_dir, "prove")
@@ -49,15 +53,15 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
                       else f"search stopped at a violation of {res.violation.invariant}")
         elif res.exhausted:
             verdict = "proved"
-            bound = (f"all {res.states} reachable states (fixpoint at depth {res.depth}) "
-                     f"of the instance {inst}")
+            bound = (f"all {res.states} reachable states (fixpoint at depth {res.depth}"
+                     f"{shared}) of the instance {inst}")
             detail = "explicit-state fixpoint: every depth, this instance only"
         else:
             verdict = "inconclusive"
             bound = f"depth {res.depth}, {res.states} states (state budget reached)"
             detail = "state budget reached before the fixpoint"
         trace = path if res.violation is not None and res.violation.invariant == name else None
-        out.append(Result(name, PROTOCOL, "prove", verdict, bound, res.seconds, trace, detail))
+        out.append(Result(name, PROTOCOL, "prove", verdict, bound, seconds, trace, detail))
     if system.rules.wildcard_last or system.rules.newest_first:
         return out
     unbounded = _unbounded()
