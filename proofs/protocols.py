@@ -37,6 +37,9 @@ class Checks:
     bmc_one_fault_depth: int | None = None
     bmc_walk_depth: int | None = None
     prove: Prover | None = None
+    # the prover's work runs in worker processes: `verbspec check` starts it first, in a
+    # process of its own, so that it proves while the bounded checks run
+    proves_apart: bool = False
     prove_scope: Scope | None = None
     shortest_run: ShortestRun | None = None
 
@@ -87,7 +90,8 @@ CHECKS: dict[str, Checks] = {
         bmc_one_fault_depth=40,
         # depth-mismatch at the defaults needs a 65-chunk big gate: at least 148 steps
         bmc_walk_depth=1000,
-        prove=_gate_prove, prove_scope=_gate_scope, shortest_run=_gate_shortest_run),
+        prove=_gate_prove, proves_apart=True, prove_scope=_gate_scope,
+        shortest_run=_gate_shortest_run),
     # past the defaults' fixpoint (depth 25), so bmc exhausts them
     "tagmatch": Checks("tagmatch", bmc_depth=40, prove=_tagmatch_prove),
 }

@@ -6,7 +6,10 @@ stays free of checker details.
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,6 +52,13 @@ class Options:
     progress: Callable[[str], None] | None = None
     hypothesis_dir: Path | None = None       # explore: Hypothesis's storage (None: temporary)
     profile: Profile | None = None           # bmc per invariant; violations name variants
+
+
+# `verbspec check`'s bounded checks of a protocol whose proof runs beside them: a cross-check
+# of what the proof covers, sized so that the whole job on the defaults fits in two minutes on
+# two cores (docs/architecture.md, "Measured"); `--thorough` keeps the Options defaults
+BESIDE_A_PROOF: dict[str, int] = {"examples": 60, "fault_free_max_states": 20_000,
+                                  "one_fault_max_states": 20_000, "walks": 20}
 
 
 class MethodUnavailable(Exception):
@@ -374,3 +384,58 @@ def needed_variants(protocol: str, values: dict[str, Any], variants: Sequence[st
             pass
         need.append(v)
     return need
+
+
+def _prove_in_child(protocol: str, values: dict[str, Any], variants: tuple[str, ...],
+                    trace_dir: Path, out: Any) -> None:
+    """A spawned process's work: the prover's results (or what stopped it) on ``out``, after
+    its progress notes."""
+    try:
+        opts = Options(trace_dir=trace_dir, progress=lambda text: out.put(("note", text)))
+        out.put(("results", run_method(protocol, "prove", values, variants, opts)))
+    except BaseException as e:      # the parent says what failed; this process just ends
+        out.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
+
+
+def prove_apart(protocol: str, values: dict[str, Any], variants: Sequence[str],
+                opts: Options) -> Callable[[], list[Result]]:
+    """Start ``protocol``'s prover in a process of its own (its solvers and the refinement
+    check then run in worker processes of that one), so that this process's checks run
+    beside it; its notes reach ``opts.progress``. The returned call waits for its results
+    (raising RuntimeError, with the prover's traceback, if it failed)."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_prove_in_child, name=f"verbspec-{protocol}-prove",
+                        args=(protocol, dict(values), tuple(variants), opts.trace_dir, out))
+    child.start()
+    final: list[tuple[str, Any]] = []
+
+    def relay() -> None:
+        while True:
+            kind, item = out.get()
+            if kind == "note":
+                if opts.progress:
+                    opts.progress(f"{protocol} prove: {item}")
+                continue
+            final.append((kind, item))
+            return
+
+    reader = threading.Thread(target=relay, name=f"verbspec-{protocol}-prove-notes",
+                              daemon=True)
+    reader.start()
+
+    def wait() -> list[Result]:
+        while reader.is_alive():
+            reader.join(0.5)
+            if not child.is_alive() and not final and out.empty():
+                reader.join(1.0)
+                if reader.is_alive():
+                    raise RuntimeError(f"the {protocol} prover's process ended with exit "
+                                       f"code {child.exitcode} and no results")
+        child.join()
+        kind, item = final[0]
+        if kind == "error":
+            raise RuntimeError(f"the {protocol} prover failed: {item}")
+        return item
+
+    return wait

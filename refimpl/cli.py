@@ -18,6 +18,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,15 @@ from verbspec.proofs.report import (
     exit_code,
     junit_xml,
 )
-from verbspec.proofs.run import METHODS, MethodUnavailable, Options, run_method
+from verbspec.proofs.run import (
+    BESIDE_A_PROOF,
+    METHODS,
+    MethodUnavailable,
+    Options,
+    prove_apart,
+    run_method,
+)
+from verbspec.proofs.solving import default_workers
 from verbspec.proofs.traces import read_trace
 from verbspec.spec import protocols
 from verbspec.spec.itf import (
@@ -54,6 +63,12 @@ from verbspec.spec.params import (
 
 PROTOCOLS = tuple(protocols.MODULES)
 DEFAULTS = Options()     # every check option's default, kept with the checkers
+
+
+def _budget_help(name: str) -> str:
+    """A bounded check's default budget, and the one beside a proof."""
+    return (f"None: {getattr(DEFAULTS, name):,}, or {BESIDE_A_PROOF[name]:,} beside a proof "
+            f"(--method all) unless --thorough")
 
 DESCRIPTION = ("Check executable specs of RDMA receive-side protocols (gate window, MPI tag "
                "matching): prove, bounded-check or explore their invariants; replay and draw "
@@ -237,8 +252,8 @@ def _check_parser(c: Parser) -> None:
                    help="check a named implementation as written: its variants together "
                         "(see 'verbspec profiles'); bmc then looks for a shortest violation "
                         "of each invariant on its own")
-    c.add_argument("--examples", type=int, default=DEFAULTS.examples,
-                   help="explore: Hypothesis examples")
+    c.add_argument("--examples", type=int, default=None,
+                   help=f"explore: Hypothesis examples ({_budget_help('examples')})")
     c.add_argument("--steps", type=int, default=DEFAULTS.steps,
                    help="explore: steps per example; None: the protocol's own (gate "
                         f"{CHECKS['gate'].explore_steps}, tagmatch "
@@ -249,13 +264,18 @@ def _check_parser(c: Parser) -> None:
     c.add_argument("--depth", type=int, default=None,
                    help="bmc: trace length bound (None: the protocol's own)")
     c.add_argument("--max-states", type=int, default=DEFAULTS.max_states, help="bmc: state budget")
-    c.add_argument("--fault-free-max-states", type=int, default=DEFAULTS.fault_free_max_states,
-                   help="bmc: state budget of the fault-free phase (protocols that have one)")
-    c.add_argument("--one-fault-max-states", type=int, default=DEFAULTS.one_fault_max_states,
-                   help="bmc: state budget of the one-fault phase (protocols that have one)")
-    c.add_argument("--walks", type=int, default=DEFAULTS.walks,
+    c.add_argument("--fault-free-max-states", type=int, default=None,
+                   help="bmc: state budget of the fault-free phase (protocols that have one; "
+                        f"{_budget_help('fault_free_max_states')})")
+    c.add_argument("--one-fault-max-states", type=int, default=None,
+                   help="bmc: state budget of the one-fault phase (protocols that have one; "
+                        f"{_budget_help('one_fault_max_states')})")
+    c.add_argument("--walks", type=int, default=None,
                    help="bmc: fault-free random walks of the last phase, after the searches "
-                        "(protocols that have one; 0: none)")
+                        f"(protocols that have one; 0: none; {_budget_help('walks')})")
+    c.add_argument("--thorough", action="store_true",
+                   help="the bounded checks' full budgets even beside a proof (the main job "
+                        "then takes minutes, not two)")
     c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for counterexample traces (created when a trace is "
                         "written); names carry a digest of the parameters and variants")
@@ -588,14 +608,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     from verbspec.refimpl.progress import Progress
 
     with Progress(enabled=not args.quiet, label="verbspec check") as progress:
-        opts = Options(examples=args.examples, steps=args.steps, seed=args.seed,
-                       depth=args.depth, max_states=args.max_states,
-                       fault_free_max_states=args.fault_free_max_states,
-                       one_fault_max_states=args.one_fault_max_states, walks=args.walks,
-                       trace_dir=args.trace_dir, progress=progress.note,
-                       hypothesis_dir=args.hypothesis_dir,
-                       profile=profile)
-        run = _run_checks(args.method, selected, values, variants, opts, progress)
+        budgets = {k: getattr(args, k) for k in BUDGETS if getattr(args, k) is not None}
+        opts = Options(steps=args.steps, seed=args.seed, depth=args.depth,
+                       max_states=args.max_states, trace_dir=args.trace_dir,
+                       progress=progress.note, hypothesis_dir=args.hypothesis_dir,
+                       profile=profile, **budgets)
+        # the main job: bounded checks beside a proof take the smaller budgets (but for those
+        # given); --thorough, or a method asked for by name, keeps the full ones
+        beside = ({} if args.thorough or args.method != "all" else
+                  {k: v for k, v in BESIDE_A_PROOF.items() if k not in budgets})
+        run = _run_checks(args.method, selected, values, variants, opts, progress, beside)
         if run is None:
             return EXIT_INPUT
         results, skipped = run
@@ -611,26 +633,48 @@ def cmd_check(args: argparse.Namespace) -> int:
 CheckRun = tuple[list[Result], list[dict[str, str]]]
 
 
+BUDGETS = ("examples", "fault_free_max_states", "one_fault_max_states", "walks")
+
+
 def _run_checks(method_arg: str, selected: Sequence[str], values: dict[str, dict[str, Any]],
-                variants: dict[str, tuple[str, ...]], opts: Options, progress: Any
-                ) -> CheckRun | None:
+                variants: dict[str, tuple[str, ...]], opts: Options, progress: Any,
+                beside: dict[str, int]) -> CheckRun | None:
     """Every selected (protocol, method): its results, and the methods "all" left out and
-    why. None when a method asked for by name is unavailable (the message printed)."""
-    results: list[Result] = []
+    why. None when a method asked for by name is unavailable (the message printed).
+
+    With "all", a protocol whose prover can decide the configuration gets the ``beside``
+    budgets for its bounded checks; a prover whose work runs in worker processes anyway
+    (Checks.proves_apart) starts first, in a process of its own, and proves while the other
+    checks run here (its rows keep their place in the table)."""
+    # each method's rows, or for a prover started apart the call that waits for them
+    slots: list[list[Result] | Callable[[], list[Result]]] = []
     skipped: list[dict[str, str]] = []
+    methods = METHODS if method_arg == "all" else (method_arg,)
+    scope = {(p, m): CHECKS[p].scope(m, values[p], variants[p]) for p in selected
+             for m in methods}
+    apart: dict[str, Callable[[], list[Result]]] = {}
+    if method_arg == "all" and default_workers() > 1:
+        for p in selected:
+            if CHECKS[p].proves_apart and CHECKS[p].prove and not scope[(p, "prove")]:
+                progress.note(f"{p}: prove started beside the other checks")
+                apart[p] = prove_apart(p, values[p], variants[p], opts)
     for p in selected:
-        methods = METHODS if method_arg == "all" else (method_arg,)
+        provable = CHECKS[p].prove is not None and not scope.get((p, "prove"), "no")
+        p_opts = replace(opts, **beside) if beside and provable else opts
         for method in methods:
-            why = CHECKS[p].scope(method, values[p], variants[p])
+            why = scope[(p, method)]
             if why and method_arg == "all":
                 # "all" runs what can decide this configuration; asked for by name, the
                 # method runs and reports inconclusive, saying why
                 skipped.append({"protocol": p, "method": method, "reason": why})
                 progress.note(f"{p}: {method} skipped: {why}")
                 continue
+            if method == "prove" and p in apart:
+                slots.append(apart[p])
+                continue
             progress.start(f"{p}: {method}")
             try:
-                results += run_method(p, method, values[p], variants[p], opts)
+                slots.append(run_method(p, method, values[p], variants[p], p_opts))
             except MethodUnavailable as e:
                 if method_arg != "all":
                     progress.stop()
@@ -638,6 +682,13 @@ def _run_checks(method_arg: str, selected: Sequence[str], values: dict[str, dict
                     return None
                 progress.note(str(e))
             progress.done()
+    results: list[Result] = []
+    for slot in slots:
+        if callable(slot):
+            progress.start("waiting for the prover started beside the other checks")
+            slot = slot()
+            progress.done()
+        results += slot
     return results, skipped
 
 
