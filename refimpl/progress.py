@@ -150,7 +150,8 @@ def print_results(results: list[Result], code: int) -> None:
 
 def bound_lines(results: list[Result]) -> list[str]:
     """The footer: what each (protocol, method) covered, the common bound once and any
-    invariant's own bound (a violation's trace length, a method out of scope) after it."""
+    other bound (a violation's trace length, a method out of scope) after it, once for the
+    invariants that share it."""
     groups: dict[tuple[str, str], list[Result]] = {}
     for r in results:
         groups.setdefault((r.protocol, r.method), []).append(r)
@@ -158,7 +159,11 @@ def bound_lines(results: list[Result]) -> list[str]:
     for (protocol, method), rs in groups.items():
         common = Counter(r.bound for r in rs).most_common(1)[0][0]
         out.append(f"{protocol} {method}: {common}")
-        out += [f"  {r.invariant}: {r.bound}" for r in rs if r.bound != common]
+        others: dict[str, list[str]] = {}
+        for r in rs:
+            if r.bound != common:
+                others.setdefault(r.bound, []).append(r.invariant)
+        out += [f"  {', '.join(names)}: {bound}" for bound, names in others.items()]
     return out
 
 

@@ -168,3 +168,15 @@ def test_summary_has_a_row_per_invariant_and_a_column_per_method(capsys):
     assert footer[:4] == ["gate prove: every reachable state", "gate bmc: depth 12",
                           "  gate_order: shortest trace: 7 steps", "tagmatch bmc: depth 9"]
     assert "gate gate_order violated (bmc): gate 2 before gate 1" in out
+
+
+def test_the_footer_names_a_shared_other_bound_once():
+    results = [Result(n, "tagmatch", "prove", "proved", b, 0.1) for n, b in (
+        ("mpi_order", "unbounded; instance"), ("match_once", "unbounded; instance"),
+        ("no_lost_message", "instance"), ("shadow_consistent", "instance"),
+        ("eager_buffer_safety", "instance"), ("truncation_reported", "unbounded; instance"),
+        ("rndv_buffer_safety", "shortest trace: 4 steps"))]
+    assert progress.bound_lines(results) == [
+        "tagmatch prove: unbounded; instance",
+        "  no_lost_message, shadow_consistent, eager_buffer_safety: instance",
+        "  rndv_buffer_safety: shortest trace: 4 steps"]
