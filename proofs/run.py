@@ -397,45 +397,51 @@ def _prove_in_child(protocol: str, values: dict[str, Any], variants: tuple[str, 
         out.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
 
 
-def prove_apart(protocol: str, values: dict[str, Any], variants: Sequence[str],
-                opts: Options) -> Callable[[], list[Result]]:
-    """Start ``protocol``'s prover in a process of its own (its solvers and the refinement
-    check then run in worker processes of that one), so that this process's checks run
-    beside it; its notes reach ``opts.progress``. The returned call waits for its results
-    (raising RuntimeError, with the prover's traceback, if it failed)."""
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    child = ctx.Process(target=_prove_in_child, name=f"verbspec-{protocol}-prove",
-                        args=(protocol, dict(values), tuple(variants), opts.trace_dir, out))
-    child.start()
-    final: list[tuple[str, Any]] = []
+class ProverApart:
+    """A protocol's prover started in a process of its own (its solvers and the refinement
+    check then run in worker processes of that one), so that the calling process's checks
+    run beside it; its notes reach ``opts.progress``."""
 
-    def relay() -> None:
+    def __init__(self, protocol: str, values: dict[str, Any], variants: Sequence[str],
+                 opts: Options) -> None:
+        self.protocol = protocol
+        ctx = multiprocessing.get_context("spawn")
+        self._out = ctx.Queue()
+        self._child = ctx.Process(target=_prove_in_child, name=f"verbspec-{protocol}-prove",
+                                  args=(protocol, dict(values), tuple(variants),
+                                        opts.trace_dir, self._out))
+        self._child.start()
+        self._final: list[tuple[str, Any]] = []
+        self._reader = threading.Thread(target=self._relay, args=(opts.progress,),
+                                        name=f"verbspec-{protocol}-prove-notes", daemon=True)
+        self._reader.start()
+
+    def _relay(self, progress: Callable[[str], None] | None) -> None:
         while True:
-            kind, item = out.get()
-            if kind == "note":
-                if opts.progress:
-                    opts.progress(f"{protocol} prove: {item}")
-                continue
-            final.append((kind, item))
-            return
+            kind, item = self._out.get()
+            if kind != "note":
+                self._final.append((kind, item))
+                return
+            if progress:
+                progress(f"{self.protocol} prove: {item}")
 
-    reader = threading.Thread(target=relay, name=f"verbspec-{protocol}-prove-notes",
-                              daemon=True)
-    reader.start()
-
-    def wait() -> list[Result]:
-        while reader.is_alive():
-            reader.join(0.5)
-            if not child.is_alive() and not final and out.empty():
-                reader.join(1.0)
-                if reader.is_alive():
-                    raise RuntimeError(f"the {protocol} prover's process ended with exit "
-                                       f"code {child.exitcode} and no results")
-        child.join()
-        kind, item = final[0]
+    def result(self) -> list[Result]:
+        """Wait for the prover's results (RuntimeError, with its traceback, if it failed)."""
+        while self._reader.is_alive():
+            self._reader.join(0.5)
+            if not self._child.is_alive() and self._out.empty():
+                self._reader.join(1.0)
+                if self._reader.is_alive():
+                    raise RuntimeError(f"the {self.protocol} prover's process ended with "
+                                       f"exit code {self._child.exitcode} and no results")
+        self._child.join()
+        kind, item = self._final[0]
         if kind == "error":
-            raise RuntimeError(f"the {protocol} prover failed: {item}")
+            raise RuntimeError(f"the {self.protocol} prover failed: {item}")
         return item
 
-    return wait
+    def stop(self) -> None:
+        """End the prover unfinished (the caller gave up on it)."""
+        if self._child.is_alive():
+            self._child.terminate()
+        self._child.join()

@@ -40,7 +40,7 @@ from verbspec.proofs.run import (
     METHODS,
     MethodUnavailable,
     Options,
-    prove_apart,
+    ProverApart,
     run_method,
 )
 from verbspec.proofs.solving import default_workers
@@ -69,6 +69,7 @@ def _budget_help(name: str) -> str:
     """A bounded check's default budget, and the one beside a proof."""
     return (f"None: {getattr(DEFAULTS, name):,}, or {BESIDE_A_PROOF[name]:,} beside a proof "
             f"(--method all) unless --thorough")
+
 
 DESCRIPTION = ("Check executable specs of RDMA receive-side protocols (gate window, MPI tag "
                "matching): prove, bounded-check or explore their invariants; replay and draw "
@@ -646,50 +647,54 @@ def _run_checks(method_arg: str, selected: Sequence[str], values: dict[str, dict
     budgets for its bounded checks; a prover whose work runs in worker processes anyway
     (Checks.proves_apart) starts first, in a process of its own, and proves while the other
     checks run here (its rows keep their place in the table)."""
-    # each method's rows, or for a prover started apart the call that waits for them
-    slots: list[list[Result] | Callable[[], list[Result]]] = []
+    # each method's rows, or the prover started apart that will give them
+    slots: list[list[Result] | ProverApart] = []
     skipped: list[dict[str, str]] = []
     methods = METHODS if method_arg == "all" else (method_arg,)
     scope = {(p, m): CHECKS[p].scope(m, values[p], variants[p]) for p in selected
              for m in methods}
-    apart: dict[str, Callable[[], list[Result]]] = {}
+    apart: dict[str, ProverApart] = {}
     if method_arg == "all" and default_workers() > 1:
         for p in selected:
             if CHECKS[p].proves_apart and CHECKS[p].prove and not scope[(p, "prove")]:
                 progress.note(f"{p}: prove started beside the other checks")
-                apart[p] = prove_apart(p, values[p], variants[p], opts)
-    for p in selected:
-        provable = CHECKS[p].prove is not None and not scope.get((p, "prove"), "no")
-        p_opts = replace(opts, **beside) if beside and provable else opts
-        for method in methods:
-            why = scope[(p, method)]
-            if why and method_arg == "all":
-                # "all" runs what can decide this configuration; asked for by name, the
-                # method runs and reports inconclusive, saying why
-                skipped.append({"protocol": p, "method": method, "reason": why})
-                progress.note(f"{p}: {method} skipped: {why}")
-                continue
-            if method == "prove" and p in apart:
-                slots.append(apart[p])
-                continue
-            progress.start(f"{p}: {method}")
-            try:
-                slots.append(run_method(p, method, values[p], variants[p], p_opts))
-            except MethodUnavailable as e:
-                if method_arg != "all":
-                    progress.stop()
-                    print(f"verbspec check: {e}", file=sys.stderr)
-                    return None
-                progress.note(str(e))
-            progress.done()
-    results: list[Result] = []
-    for slot in slots:
-        if callable(slot):
-            progress.start("waiting for the prover started beside the other checks")
-            slot = slot()
-            progress.done()
-        results += slot
-    return results, skipped
+                apart[p] = ProverApart(p, values[p], variants[p], opts)
+    try:
+        for p in selected:
+            provable = beside and CHECKS[p].prove and not scope[(p, "prove")]
+            p_opts = replace(opts, **beside) if provable else opts
+            for method in methods:
+                why = scope[(p, method)]
+                if why and method_arg == "all":
+                    # "all" runs what can decide this configuration; asked for by name, the
+                    # method runs and reports inconclusive, saying why
+                    skipped.append({"protocol": p, "method": method, "reason": why})
+                    progress.note(f"{p}: {method} skipped: {why}")
+                    continue
+                if method == "prove" and p in apart:
+                    slots.append(apart[p])
+                    continue
+                progress.start(f"{p}: {method}")
+                try:
+                    slots.append(run_method(p, method, values[p], variants[p], p_opts))
+                except MethodUnavailable as e:
+                    if method_arg != "all":
+                        progress.stop()
+                        print(f"verbspec check: {e}", file=sys.stderr)
+                        return None
+                    progress.note(str(e))
+                progress.done()
+        results: list[Result] = []
+        for slot in slots:
+            if isinstance(slot, ProverApart):
+                progress.start(f"{slot.protocol}: prove (started beside the checks before)")
+                slot = slot.result()
+                progress.done()
+            results += slot
+        return results, skipped
+    finally:
+        for prover in apart.values():    # nothing left running after an error or interrupt
+            prover.stop()
 
 
 def _report(args: argparse.Namespace, results: list[Result], skipped: list[dict[str, str]],

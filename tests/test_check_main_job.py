@@ -12,7 +12,7 @@ import pytest
 
 from verbspec.proofs import search
 from verbspec.proofs.report import Result
-from verbspec.proofs.run import BESIDE_A_PROOF, Options, prove_apart, run_method
+from verbspec.proofs.run import BESIDE_A_PROOF, Options, ProverApart, run_method
 from verbspec.proofs.tagmatch.prove import prove as tagmatch_prove
 from verbspec.refimpl import cli
 from verbspec.refimpl.cli import DEFAULTS, main
@@ -38,12 +38,19 @@ def recorded(monkeypatch):
         calls.append((protocol, method, opts, False))
         return rows(protocol, method, values, variants)
 
-    def apart(protocol, values, variants, opts):
-        calls.append((protocol, "prove", opts, True))
-        return lambda: rows(protocol, "prove", values, variants)
+    class Apart(ProverApart):
+        def __init__(self, protocol, values, variants, opts):
+            calls.append((protocol, "prove", opts, True))
+            self.protocol, self.rows = protocol, rows(protocol, "prove", values, variants)
+
+        def result(self):
+            return self.rows
+
+        def stop(self):
+            calls.append((self.protocol, "stopped", None, True))
 
     monkeypatch.setattr(cli, "run_method", run)
-    monkeypatch.setattr(cli, "prove_apart", apart)
+    monkeypatch.setattr(cli, "ProverApart", Apart)
     monkeypatch.setattr(cli, "default_workers", lambda: 2)
     return calls
 
@@ -62,7 +69,7 @@ def test_the_main_job_sizes_the_bounded_checks_beside_a_proof(recorded, tmp_path
     assert [(p, m, apart) for p, m, _, apart in recorded] == [
         ("gate", "prove", True), ("gate", "explore", False), ("gate", "bmc", False),
         ("tagmatch", "explore", False), ("tagmatch", "bmc", False),
-        ("tagmatch", "prove", False)]
+        ("tagmatch", "prove", False), ("gate", "stopped", True)]
     rows = json.loads(capsys.readouterr().out)["results"]
     order = list(dict.fromkeys((r["protocol"], r["method"]) for r in rows))
     assert order == [(p, m) for p in ("gate", "tagmatch") for m in ("explore", "bmc", "prove")]
@@ -99,6 +106,17 @@ def test_without_a_proof_the_bounded_checks_keep_the_full_budgets(recorded, tmp_
     assert [m for _, m, _, _ in recorded] == ["explore", "bmc"]
 
 
+def test_a_prover_apart_is_stopped_when_a_check_beside_it_fails(recorded, monkeypatch,
+                                                                 tmp_path, capsys):
+    def broken(protocol, method, values, variants, opts):
+        raise RuntimeError("a bug in a checker")
+
+    monkeypatch.setattr(cli, "run_method", broken)
+    assert main(["check", "--quiet", "--trace-dir", str(tmp_path)]) == 4
+    assert "a bug in a checker" in capsys.readouterr().err
+    assert [(p, m) for p, m, _, _ in recorded] == [("gate", "prove"), ("gate", "stopped")]
+
+
 def test_one_core_proves_in_turn(recorded, monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "default_workers", lambda: 1)
     assert main(["check", "--quiet", "--json", "--protocol", "gate", "--trace-dir",
@@ -111,7 +129,7 @@ def test_a_prover_apart_gives_what_it_gives_here_and_relays_its_notes(tmp_path):
     notes: list[str] = []
     opts = Options(trace_dir=tmp_path, progress=notes.append)
     values = {**SMALL_TAG, "tags": 2}
-    apart = prove_apart("tagmatch", values, (), opts)()
+    apart = ProverApart("tagmatch", values, (), opts).result()
     here = run_method("tagmatch", "prove", values, (), replace(opts, progress=None))
 
     def shown(rows):
@@ -125,9 +143,16 @@ def test_a_prover_apart_gives_what_it_gives_here_and_relays_its_notes(tmp_path):
 
 def test_a_prover_apart_that_fails_says_so(tmp_path):
     # messages=9 is refused when the prover builds the system, in its own process
-    wait = prove_apart("tagmatch", {"messages": 9}, (), Options(trace_dir=tmp_path))
+    prover = ProverApart("tagmatch", {"messages": 9}, (), Options(trace_dir=tmp_path))
     with pytest.raises(RuntimeError, match=r"the tagmatch prover failed: .*messages"):
-        wait()
+        prover.result()
+
+
+def test_a_prover_apart_is_stopped_when_the_job_gives_up(tmp_path):
+    # the default instance takes seconds: stopped at once, it leaves no process behind
+    prover = ProverApart("tagmatch", {}, (), Options(trace_dir=tmp_path))
+    prover.stop()
+    assert not prover._child.is_alive() and prover._child.exitcode != 0
 
 
 def test_the_prover_does_not_search_a_fixpoint_already_reached_again():
