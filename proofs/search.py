@@ -8,7 +8,9 @@ of interleavings. The search reports whether the bound was exhausted or a state 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,25 +108,41 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
             progress(level, len(parent))
     done = SearchResult(level, len(parent), transitions, not frontier, False,
                         time.perf_counter() - t0, None, fault_level)
-    if done.exhausted and limit is None and target is None:
-        _FIXPOINTS[_system_key(system, variants)] = done
+    shared = _shared.get()
+    if shared is not None and done.exhausted and limit is None and target is None:
+        shared[_system_key(system, variants)] = done
     return done
 
 
-# every search of this process that reached a fixpoint with every action (faults included)
-# and broke nothing, by system: a prover's fixpoint of an instance that bmc already exhausted
-# is that search, not to be done twice
-_FIXPOINTS: dict[tuple[str, str, tuple[str, ...]], SearchResult] = {}
+FixpointKey = tuple[str, str, tuple[str, ...]]
+# inside shared_fixpoints(): every search that reached a fixpoint with every action (faults
+# included) and broke nothing, by system; a prover's fixpoint of an instance that bmc already
+# exhausted is that search, not to be done twice
+_shared: ContextVar[dict[FixpointKey, SearchResult] | None] = ContextVar(
+    "verbspec_shared_fixpoints", default=None)
 
 
-def _system_key(system: System, variants: Sequence[str]) -> tuple[str, str, tuple[str, ...]]:
+def _system_key(system: System, variants: Sequence[str]) -> FixpointKey:
     return (system.protocol, repr(sorted(system.param_dict().items())), tuple(sorted(variants)))
 
 
+@contextmanager
+def shared_fixpoints() -> Iterator[None]:
+    """A run of checks (one ``verbspec check``) in which a fixpoint reached once is not
+    searched again. Only within one: a system is known by its protocol, parameters and
+    variants, not by its code, which a test may change between searches."""
+    token = _shared.set(_shared.get() or {})
+    try:
+        yield
+    finally:
+        _shared.reset(token)
+
+
 def known_fixpoint(system: System, variants: Sequence[str] = ()) -> SearchResult | None:
-    """The fixpoint this process already reached for this system (every reachable state,
-    faults included, no violation), or None."""
-    return _FIXPOINTS.get(_system_key(system, variants))
+    """The fixpoint already reached for this system in this run of checks (every reachable
+    state, faults included, no violation), or None."""
+    shared = _shared.get()
+    return None if shared is None else shared.get(_system_key(system, variants))
 
 
 class _Key:

@@ -43,6 +43,7 @@ from verbspec.proofs.run import (
     ProverApart,
     run_method,
 )
+from verbspec.proofs.search import shared_fixpoints
 from verbspec.proofs.solving import default_workers
 from verbspec.proofs.traces import read_trace
 from verbspec.spec import protocols
@@ -618,7 +619,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         # given); --thorough, or a method asked for by name, keeps the full ones
         beside = ({} if args.thorough or args.method != "all" else
                   {k: v for k, v in BESIDE_A_PROOF.items() if k not in budgets})
-        run = _run_checks(args.method, selected, values, variants, opts, progress, beside)
+        with shared_fixpoints():
+            run = _run_checks(args.method, selected, values, variants, opts, progress, beside)
         if run is None:
             return EXIT_INPUT
         results, skipped = run
