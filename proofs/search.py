@@ -131,7 +131,8 @@ def shared_fixpoints() -> Iterator[None]:
     """A run of checks (one ``verbspec check``) in which a fixpoint reached once is not
     searched again. Only within one: a system is known by its protocol, parameters and
     variants, not by its code, which a test may change between searches."""
-    token = _shared.set(_shared.get() or {})
+    outer = _shared.get()
+    token = _shared.set({} if outer is None else outer)
     try:
         yield
     finally:
