@@ -584,6 +584,16 @@ PATH_CONFIGS: tuple[tuple[dict[str, int], int], ...] = (
 )
 PATH_DEPTH = 10
 
+# a wire that loses messages (the `lose` action) is outside the model's scope, so not among the
+# refinement check's configurations: swept after them, over UC with one fault per run (a loss,
+# or any other fault) and over RC with two-chunk vectors and one loss per run
+LOSS_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0, "faults": 1,
+      "wire_loss": 1}, 1),
+    ({"window": 2, "vec_bytes": 24576, "chain_max": 2, "ops": 2, "big_gates": 0, "faults": 0,
+      "wire_loss": 1, "qp_type": "rc"}, 1),
+)
+
 
 def new_sweep() -> dict[str, int]:
     """An exhaustive run's totals, before its first configuration."""
@@ -614,14 +624,15 @@ def conform_every_edge(factory: Factory, impl: str,
                        keep_going: bool = False, depth: int = PATH_DEPTH) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
-    fault action), each executed once in lockstep, then every path of up to ``depth`` steps
-    of PATH_CONFIGS; stops at the first mismatch (with ``keep_going``: a configuration's
-    sweep or walk stops there, and the next one runs)."""
+    fault action) and of LOSS_CONFIGS (a lossy wire), each executed once in lockstep, then
+    every path of up to ``depth`` steps of PATH_CONFIGS; stops at the first mismatch (with
+    ``keep_going``: a configuration's sweep or walk stops there, and the next one runs)."""
     from verbspec.proofs.gate.refinement import CONFIGS
     from verbspec.spec.gate.system import build
 
     t0 = time.perf_counter()
     base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
+    base += LOSS_CONFIGS
     out = Report(impl, "gate", sweep=new_sweep())
     for values, faults in base:
         system = build(values)

@@ -236,14 +236,15 @@ def test_every_edge_finds_a_planted_bug_on_a_shortest_path():
 
 
 @pytest.mark.slow
-def test_conform_exhaustive_covers_every_action_but_wire_loss(capsys, tmp_path):
+def test_conform_exhaustive_covers_every_action(capsys, tmp_path):
     assert main(["conform", "--exhaustive", "--quiet", "--json",
                  "--trace-dir", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == 6
+    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == 8
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
     assert out["exhaustive"]["depth"] == PATH_DEPTH and out["exhaustive"]["paths"] > 10_000
-    assert set(action_names(GateSpec)) - set(out["actions"]) == {"lose"}
+    assert set(out["actions"]) == set(action_names(GateSpec))
+    assert out["actions_covered"] == out["actions_total"] == 29
 
 
 # each variant's engine against the base spec: the action and step (breadth first, so on a

@@ -97,7 +97,8 @@ def test_every_edge_of_a_small_configuration_conforms(gate_lib):
 def test_every_edge_of_the_sweep_conforms(gate_lib):
     rep = conform_every_edge(factory(gate_lib), "native")
     assert rep.mismatch is None, str(rep.mismatch)
-    assert rep.sweep["configs"] == 6 and rep.sweep["edges"] > 400_000
+    assert rep.sweep["configs"] == 8 and rep.sweep["edges"] > 400_000
+    assert "lose" in rep.actions
 
 
 def test_conform_command_runs_the_native_engine(gate_lib, capsys, tmp_path):
