@@ -296,7 +296,7 @@ def _check_parser(c: Parser) -> None:
 def _conform_parser(c: Parser) -> None:
     from verbspec.refimpl.conformance import FAULT_RATE
     from verbspec.refimpl.conformance import PATH_DEPTH as PATH_DEPTH_GATE
-    from verbspec.refimpl.conformance_tagmatch import PATH_DEPTH as PATH_DEPTH_TAG
+    from verbspec.refimpl.conformance_tagmatch import PATH_CONFIGS as PATH_CONFIGS_TAG
 
     c.add_argument("--impl", default="refimpl", metavar="refimpl|native|ucx|MODULE:FACTORY",
                    help="the implementation: the reference engine, native (the C engine, "
@@ -312,11 +312,12 @@ def _conform_parser(c: Parser) -> None:
     c.add_argument("--examples", type=int, default=200, help="random runs")
     c.add_argument("--exhaustive", action="store_true",
                    help="instead of random runs: every reachable edge of small base-protocol "
-                        "configurations, each once, then every path of up to --depth steps "
-                        "from the initial state of a larger one (docs/conformance.md)")
+                        "configurations, each once, then every path up to a depth from the "
+                        "initial state of larger ones (docs/conformance.md)")
     c.add_argument("--depth", type=int, default=None, metavar="N",
                    help="with --exhaustive: the longest path walked (default: gate "
-                        f"{PATH_DEPTH_GATE}, tagmatch {PATH_DEPTH_TAG})")
+                        f"{PATH_DEPTH_GATE}; tagmatch each walk's own, "
+                        f"{', '.join(str(d) for _, d in PATH_CONFIGS_TAG)})")
     c.add_argument("--steps", type=int, default=3000, help="steps per run at most")
     c.add_argument("--fault-rate", type=float, default=FAULT_RATE,
                    help="probability of a fault at a step where one is enabled")
@@ -1098,8 +1099,8 @@ def cmd_conform(args: argparse.Namespace) -> int:
             sw = rep.sweep
             what = (f"every edge of {sw['configs']} configurations: {sw['states']:,} states, "
                     f"{sw['edges']:,} edges, breadth-first depth {sw['bfs_depth']}; every path "
-                    f"up to {sw['depth']} steps of {sw['path_configs']}: {sw['paths']:,} "
-                    f"paths through {sw['path_states']:,} states" if sw
+                    f"of {sw['path_configs']} up to {'/'.join(map(str, sw['walk_depths']))} "
+                    f"steps: {sw['paths']:,} paths through {sw['path_states']:,} states" if sw
                     else f"{rep.sequences} runs, {rep.steps:,} steps")
             print(f"{args.impl} against the {rep.protocol} spec: {what}, {len(rep.actions)} "
                   f"of {rep.actions_total} actions, {rep.seconds:.1f}s")
@@ -1291,7 +1292,7 @@ def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any
     if args.exhaustive:
         return mod.conform_every_edge(factory, args.impl, progress=note,
                                       keep_going=args.keep_going,
-                                      depth=args.depth or mod.PATH_DEPTH)
+                                      depth=args.depth)
     if proto == "gate":
         return mod.conform(system, factory, args.impl, sequences=args.examples,
                            steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,

@@ -595,10 +595,11 @@ LOSS_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
 )
 
 
-def new_sweep() -> dict[str, int]:
-    """An exhaustive run's totals, before its first configuration."""
+def new_sweep() -> dict[str, Any]:
+    """An exhaustive run's totals, before its first configuration (``depth``: the deepest
+    walk's bound; ``walk_depths``: each walk's)."""
     return {"configs": 0, "states": 0, "edges": 0, "bfs_depth": 0,
-            "path_configs": 0, "paths": 0, "path_states": 0, "depth": 0}
+            "path_configs": 0, "paths": 0, "path_states": 0, "depth": 0, "walk_depths": []}
 
 
 def add_edges(out: Report, sw: Sweep) -> None:
@@ -614,19 +615,21 @@ def add_paths(out: Report, ps: PathSweep) -> None:
     out.sweep["path_configs"] += 1
     out.sweep["paths"] += ps.paths
     out.sweep["path_states"] += ps.states
-    out.sweep["depth"] = ps.depth
+    out.sweep["depth"] = max(out.sweep["depth"], ps.depth)
+    out.sweep["walk_depths"].append(ps.depth)
     out.steps += ps.paths
     out.actions.update(ps.actions)
 
 
 def conform_every_edge(factory: Factory, impl: str,
                        progress: Callable[[str], None] | None = None,
-                       keep_going: bool = False, depth: int = PATH_DEPTH) -> Report:
+                       keep_going: bool = False, depth: int | None = None) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
     fault action) and of LOSS_CONFIGS (a lossy wire), each executed once in lockstep, then
-    every path of up to ``depth`` steps of PATH_CONFIGS; stops at the first mismatch (with
-    ``keep_going``: a configuration's sweep or walk stops there, and the next one runs)."""
+    every path of up to ``depth`` (default PATH_DEPTH) steps of PATH_CONFIGS; stops at the
+    first mismatch (with ``keep_going``: a configuration's sweep or walk stops there, and the
+    next one runs)."""
     from verbspec.proofs.gate.refinement import CONFIGS
     from verbspec.spec.gate.system import build
 
@@ -648,7 +651,7 @@ def conform_every_edge(factory: Factory, impl: str,
     for values, faults in PATH_CONFIGS:
         if progress:
             progress(f"every path up to {depth} steps")
-        ps = GateHarness(build(values), factory).every_path(depth, faults)
+        ps = GateHarness(build(values), factory).every_path(depth or PATH_DEPTH, faults)
         add_paths(out, ps)
         if ps.mismatch is not None and out.record(ps.mismatch, ps.trace, keep_going):
             break

@@ -425,24 +425,33 @@ SWEEP_CONFIGS: tuple[dict[str, int], ...] = (
     {"senders": 2, "messages": 1, "receives": 1, "capacity": 1, "probe": 1, **BOTH},
     {"senders": 2, "messages": 1, "receives": 2, "capacity": 0, "probe": 0, **BOTH},
 )
-# every path up to PATH_DEPTH steps at the size asked of the suite: two senders of three
-# messages each, three receives (wildcard sources and tags among their choices), two tags,
-# eager and rendezvous messages, a two-entry NIC list, cancel
-PATH_CONFIGS: tuple[dict[str, int], ...] = (
-    {"senders": 2, "messages": 3, "receives": 3, "tags": 2, "capacity": 2, "cancel": 1,
-     "probe": 0, **BOTH},
-)
+# every path up to a depth from the initial state, (parameters, depth): at the size asked of
+# the suite (two senders of three messages each, three receives with wildcard sources and tags
+# among their choices, two tags, eager and rendezvous messages, a two-entry NIC list, cancel)
+# the paths branch some 20 ways a step, so that walk is short; two smaller ones go deep enough
+# to take every interleaving of whole exchanges: one message through a one-entry NIC list,
+# from its send to its FIN; two messages of one sender in software, through their
+# rendezvous READs
 PATH_DEPTH = 3
+PATH_CONFIGS: tuple[tuple[dict[str, int], int], ...] = (
+    ({"senders": 2, "messages": 3, "receives": 3, "tags": 2, "capacity": 2, "cancel": 1,
+      "probe": 0, **BOTH}, PATH_DEPTH),
+    ({"senders": 1, "messages": 1, "receives": 1, "capacity": 1, "cancel": 1, "probe": 0,
+      **BOTH}, 12),
+    ({"senders": 1, "messages": 2, "receives": 2, "capacity": 0, "cancel": 1, "probe": 0,
+      **BOTH}, 9),
+)
 
 
 def conform_every_edge(factory: Factory, impl: str,
                        configs: Sequence[dict[str, int]] | None = None,
                        progress: Callable[[str], None] | None = None,
-                       keep_going: bool = False, depth: int = PATH_DEPTH,
-                       path_configs: Sequence[dict[str, int]] | None = None) -> Report:
+                       keep_going: bool = False, depth: int | None = None,
+                       path_configs: Sequence[tuple[dict[str, int], int]] | None = None
+                       ) -> Report:
     """Every reachable edge of the sweep's configurations, each executed once in lockstep,
-    then every path of up to ``depth`` steps of the path configurations (given
-    ``configs`` and no ``path_configs``: none); stops at the first
+    then every path of the path configurations up to each one's depth, or ``depth`` where
+    given (given ``configs`` and no ``path_configs``: none); stops at the first
     mismatch (with ``keep_going``: a configuration's sweep or walk stops there, and the next
     one runs). Configurations the implementation cannot express are left out, each named in
     the report's ``declined`` with why."""
@@ -452,28 +461,29 @@ def conform_every_edge(factory: Factory, impl: str,
     t0 = time.perf_counter()
     seen_by = observes(factory)
     out = Report(impl, "tagmatch", sweep=new_sweep(), unobserved=dict(seen_by.unobserved))
-    for walk, group in ((False, configs), (True, path_configs)):
-        for values in group:
-            system = build(values)
-            why = seen_by.declines(system.params)
-            if why is not None:
-                out.declined[",".join(f"{k}={v}" for k, v in values.items())] = why
-                continue
-            out.actions_total = max(out.actions_total, len(system.actions))
-            harness = TagmatchHarness(system, factory)
-            if walk:
-                if progress:
-                    progress(f"every path up to {depth} steps")
-                sw: Sweep | PathSweep = harness.every_path(depth)
-                add_paths(out, sw)
-            else:
-                sw = harness.every_edge()
-                add_edges(out, sw)
-                if progress:
-                    progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
-                             f"{out.sweep['edges']:,} edges")
-            if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
-                out.seconds = time.perf_counter() - t0
-                return out
+    plan = [(False, values, 0) for values in configs]
+    plan += [(True, values, depth or own) for values, own in path_configs]
+    for walk, values, steps in plan:
+        system = build(values)
+        why = seen_by.declines(system.params)
+        if why is not None:
+            out.declined[",".join(f"{k}={v}" for k, v in values.items())] = why
+            continue
+        out.actions_total = max(out.actions_total, len(system.actions))
+        harness = TagmatchHarness(system, factory)
+        if walk:
+            if progress:
+                progress(f"every path up to {steps} steps")
+            sw: Sweep | PathSweep = harness.every_path(steps)
+            add_paths(out, sw)
+        else:
+            sw = harness.every_edge()
+            add_edges(out, sw)
+            if progress:
+                progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
+                         f"{out.sweep['edges']:,} edges")
+        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
+            out.seconds = time.perf_counter() - t0
+            return out
     out.seconds = time.perf_counter() - t0
     return out

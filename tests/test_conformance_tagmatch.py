@@ -164,15 +164,36 @@ def count_paths(system, s, depth):
 
 
 def test_every_path_of_the_asked_size_runs_in_lockstep():
-    system = build(PATH_CONFIGS[0])
+    system = build(PATH_CONFIGS[0][0])
     walk = TagmatchHarness(system).every_path(2)
     assert walk.mismatch is None, str(walk.mismatch)
     assert walk.paths == count_paths(system, system.initial(), 2) > 500
     assert {"send", "post_recv", "deliver", "hw_op", "cancel"} <= set(walk.actions)
 
 
+def test_the_deep_walk_takes_a_whole_offloaded_exchange_in_every_order():
+    values, depth = PATH_CONFIGS[1]
+    system = build(values)
+    walk = TagmatchHarness(system).every_path(depth)
+    assert walk.mismatch is None, str(walk.mismatch)
+    assert walk.paths == count_paths(system, system.initial(), depth) > 20_000
+    # the NIC's list, cancel, and a rendezvous from its READ to the FIN at the sender
+    assert set(walk.actions) == set(action_names(TagMatchSystem)) - {"probe"}
+
+
+@pytest.mark.slow
+def test_the_deep_software_walk_takes_two_rendezvous_in_every_order():
+    values, depth = PATH_CONFIGS[2]
+    system = build(values)
+    walk = TagmatchHarness(system).every_path(depth)
+    assert walk.mismatch is None, str(walk.mismatch)
+    assert walk.paths > 500_000
+    assert {"rndv_read", "rndv_read_done", "send_fin", "fin_arrive", "cancel"} <= set(
+        walk.actions)
+
+
 def test_every_path_catches_a_variant_with_its_path():
-    walk = TagmatchHarness(build(PATH_CONFIGS[0]),
+    walk = TagmatchHarness(build(PATH_CONFIGS[0][0]),
                            resolve("variant:eager-complete-on-post")).every_path(3)
     assert walk.mismatch is not None and walk.mismatch.what == "released"
     assert walk.mismatch.step == 1 and len(walk.trace.steps) == 2

@@ -85,7 +85,7 @@ def test_every_expressible_sweep_configuration_agrees(ucx):
     assert rep.mismatch is None, str(rep.mismatch)
     offload = [c for c in SWEEP_CONFIGS if c["capacity"] > 0]
     assert rep.sweep["configs"] == len(SWEEP_CONFIGS) - len(offload)
-    walks = [c for c in PATH_CONFIGS if c["capacity"] == 0]
+    walks = [c for c, _ in PATH_CONFIGS if c["capacity"] == 0]
     assert rep.sweep["path_configs"] == len(walks)
     assert len(rep.declined) == len(offload) + len(PATH_CONFIGS) - len(walks)
     # and the offload configurations as UCX can run them, without offload
