@@ -621,6 +621,20 @@ def add_paths(out: Report, ps: PathSweep) -> None:
     out.actions.update(ps.actions)
 
 
+def tally(out: Report, sw: Sweep | PathSweep, configs: int, keep_going: bool,
+          progress: Callable[[str], None] | None) -> bool:
+    """A configuration's sweep or walk added to the report (its mismatch recorded); True when
+    that mismatch ends the run."""
+    if isinstance(sw, PathSweep):
+        add_paths(out, sw)
+    else:
+        add_edges(out, sw)
+        if progress:
+            progress(f"{out.sweep['configs']} of {configs} configurations, "
+                     f"{out.sweep['edges']:,} edges")
+    return sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going)
+
+
 def conform_every_edge(factory: Factory, impl: str,
                        progress: Callable[[str], None] | None = None,
                        keep_going: bool = False, depth: int | None = None) -> Report:
@@ -640,20 +654,16 @@ def conform_every_edge(factory: Factory, impl: str,
     for values, faults in base:
         system = build(values)
         out.actions_total = max(out.actions_total, len(system.actions))
-        sw = GateHarness(system, factory).every_edge(faults)
-        add_edges(out, sw)
-        if progress:
-            progress(f"{out.sweep['configs']} of {len(base)} configurations, "
-                     f"{out.sweep['edges']:,} edges")
-        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
-            out.seconds = time.perf_counter() - t0
-            return out
-    for values, faults in PATH_CONFIGS:
-        if progress:
-            progress(f"every path up to {depth} steps")
-        ps = GateHarness(build(values), factory).every_path(depth or PATH_DEPTH, faults)
-        add_paths(out, ps)
-        if ps.mismatch is not None and out.record(ps.mismatch, ps.trace, keep_going):
+        if tally(out, GateHarness(system, factory).every_edge(faults), len(base), keep_going,
+                 progress):
             break
+    else:       # the paths, unless an edge's mismatch ended the run
+        steps = depth or PATH_DEPTH
+        for values, faults in PATH_CONFIGS:
+            if progress:
+                progress(f"every path up to {steps} steps")
+            walk = GateHarness(build(values), factory).every_path(steps, faults)
+            if tally(out, walk, len(base), keep_going, progress):
+                break
     out.seconds = time.perf_counter() - t0
     return out

@@ -42,13 +42,12 @@ from verbspec.refimpl.conformance import (
     Report,
     Run,
     Sweep,
-    add_edges,
-    add_paths,
     every_path,
     first_path,
     new_sweep,
     recorded,
     resolve_module,
+    tally,
 )
 from verbspec.refimpl.observes import EMITTED_FIELDS, Observes
 from verbspec.refimpl.tagmatch_engine import (
@@ -471,19 +470,10 @@ def conform_every_edge(factory: Factory, impl: str,
             continue
         out.actions_total = max(out.actions_total, len(system.actions))
         harness = TagmatchHarness(system, factory)
-        if walk:
-            if progress:
-                progress(f"every path up to {steps} steps")
-            sw: Sweep | PathSweep = harness.every_path(steps)
-            add_paths(out, sw)
-        else:
-            sw = harness.every_edge()
-            add_edges(out, sw)
-            if progress:
-                progress(f"{out.sweep['configs']} of {len(configs)} configurations, "
-                         f"{out.sweep['edges']:,} edges")
-        if sw.mismatch is not None and out.record(sw.mismatch, sw.trace, keep_going):
-            out.seconds = time.perf_counter() - t0
-            return out
+        if walk and progress:
+            progress(f"every path up to {steps} steps")
+        if tally(out, harness.every_path(steps) if walk else harness.every_edge(),
+                 len(configs), keep_going, progress):
+            break
     out.seconds = time.perf_counter() - t0
     return out
