@@ -516,10 +516,16 @@ def test_a_claim_copied_before_its_revoke_puts_its_message_back_the_same(case: s
     assert run.mismatch is None, str(run.mismatch)
 
 
-def test_a_copy_shares_the_configuration_with_whatever_is_copied_along() -> None:
-    # the configuration is never changed, so a copy of an engine keeps it, and so does a copy
-    # of anything holding both
+def test_what_an_engine_shares_with_whatever_is_copied_along_stays_shared() -> None:
+    # copy.deepcopy's memo: the configuration (never changed) is not copied, and the engine's
+    # structures and a receive its NIC lists, copied together with it, are copied once
     e = TagMatchEngine(OFFLOAD)
     e.post_recv(0, 0, 0, 1)
-    mine, cfg = copy.deepcopy((e, e.cfg))
+    e.hw_op()
+    entry = e.nic.listed[0][0]
+    mine, cfg, posted, unexpected, nic, listed = copy.deepcopy(
+        (e, e.cfg, e.posted, e.unexpected, e.nic, entry))
     assert mine.cfg is cfg is e.cfg and mine.view() == e.view()
+    assert all(m is c for m, c in ((mine.posted, posted), (mine.unexpected, unexpected),
+                                   (mine.nic, nic), (mine.nic.listed[0][0], listed)))
+    assert listed is not entry and nic is not e.nic
