@@ -36,6 +36,19 @@ def test_gate_random_runs(values):
         assert run.mismatch is None, str(run.mismatch)
 
 
+# big gates without faults, so that each run carries several of them through every window: a
+# send queue 2 deep holding back windows of 3, and a last chunk shorter than a message (the
+# runs above mostly end at a fault before a big gate's second window)
+GATE_BIG = {**GATE_SMALL, "ops": 6, "big_depth": 3, "sq_depth": 2, "big_last_bytes": 100}
+
+
+def test_gate_big_gates_without_faults() -> None:
+    h = GateHarness(build_gate(GATE_BIG))
+    for seed in range(4):
+        run = h.run(random.Random(seed), 3000, fault_rate=0)
+        assert run.mismatch is None, str(run.mismatch)
+
+
 def test_gate_every_edge():
     # the refinement check's first configuration: three decode gates through a window of two
     values, _, faults = GATE_SWEEP[0]

@@ -516,3 +516,41 @@ def test_each_completion_counts_once_toward_its_drain_or_window():
     e.completions((_send(TAG_BULK | 1),))
     assert e.big_send_done == 1 and e.next_step() == gate_engine.POLL
     assert e.timeout().result == errors.BIG_TIMEOUT(recvs=2, chunks=2, sends=1, sent=2)
+
+
+# the random runs take a timeout or a peer's close as a fault, rarely in the phases that read
+# the side channel; each wait's text, exactly
+@pytest.mark.parametrize("phase,state,end,text", [
+    (WAIT, {"seq": 3, "recv_done": 2}, "timeout", errors.GATE_TIMEOUT(seq=3, recv_done=2)),
+    (DRAIN_WAIT, {"drain_recvs": 1}, "timeout", errors.DRAIN_TIMEOUT(recvs=1, want=N_DRAIN)),
+    (ARM_BAR_READ, {}, "timeout", errors.WINDOW_BARRIER_TIMEOUT()),
+    (BIG_HDR_READ, {"big_no": 2}, "timeout",
+     errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=2, reason=errors.READ_TIMEOUT_ERRNO)),
+    (BIG_BAR_READ, {}, "timeout", errors.BIG_BARRIER()),
+    (BIG_XFER, {"big_win": 3, "big_sent": 2, "big_recvd": {0}, "big_send_done": 1}, "timeout",
+     errors.BIG_TIMEOUT(recvs=1, chunks=3, sends=1, sent=2)),
+    (WAIT, {}, "peer_closed", errors.GATE_PEER()),
+    (DRAIN_WAIT, {}, "peer_closed", errors.DRAIN_PEER()),
+    (ARM_BAR_READ, {}, "peer_closed", errors.WINDOW_BARRIER_CLOSED()),
+    (BIG_HDR_READ, {"big_no": 2}, "peer_closed",
+     errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=2, reason=errors.PEER_CLOSED_ERRNO)),
+    (BIG_BAR_READ, {}, "peer_closed", errors.BIG_BARRIER()),
+    (BIG_XFER, {}, "peer_closed", errors.BIG_PEER()),
+])
+def test_a_wait_that_times_out_or_loses_its_peer_fails_with_the_spec_text(
+        phase: str, state: dict, end: str, text: str) -> None:
+    e = _engine(phase, **state)
+    assert getattr(e, end)().result == text
+    assert (e.view().phase, e.view().error) == (FAILED, text)
+
+
+def test_a_big_window_posts_no_more_sends_than_the_send_queue_has_room_for() -> None:
+    # the lockstep posts a window's sends only when the spec has room for them; an advance
+    # with the send queue nearly full posts only what fits, and with it full is refused
+    depth = CFG.big_send_depth()
+    e = _engine(BIG_XFER, big_win=CFG.chain_max, send_outstanding=depth - 2)
+    sent = e.advance().sends
+    assert [s.wr_id for s in sent] == [TAG_BULK | 1, TAG_BULK | 2]
+    assert (e.big_sent, e.send_outstanding, e.next_step()) == (2, depth, gate_engine.POLL)
+    with pytest.raises(EngineError, match="the big-gate window is neither sendable nor complete"):
+        e.advance()

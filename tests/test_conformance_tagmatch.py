@@ -5,8 +5,10 @@ import rule is tested with the gate engine's, in test_conformance.py.)"""
 
 from __future__ import annotations
 
+import copy
 import json
 import random
+from collections.abc import Callable
 
 import pytest
 from configs import TAGMATCH_CONFIGS
@@ -14,6 +16,7 @@ from configs import TAGMATCH_CONFIGS
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import CONFORMANCE
 from verbspec.refimpl.conformance_tagmatch import (
+    CANCEL,
     DELIVER,
     HW_OP,
     PATH_CONFIGS,
@@ -311,6 +314,25 @@ def test_the_engine_refuses_bad_input_by_name(call, message):
     assert str(refused.value).startswith(message)
 
 
+# each refusal in full: the name of what is out of range, the range, and "or ANY" only where
+# a wildcard is allowed; a bool or a float is no number here, and a message id past the last
+# is refused like one never sent
+@pytest.mark.parametrize("call,message", [
+    (lambda e: e.post_recv(1, 0, 0, 1), "communicator 1 is outside 0..0"),
+    (lambda e: e.send(0, 0, 1, 1), "tag 1 is outside 0..0"),
+    (lambda e: e.post_recv(0, 2, 0, 1), "source 2 is outside 0..1 or ANY (-1)"),
+    (lambda e: e.send(True, 0, 0, 1), "sender True is outside 0..1"),
+    (lambda e: e.probe(0, 0.0, 0), "source 0.0 is outside 0..1 or ANY (-1)"),
+    (lambda e: e.start_read(2), "message 2 was never sent"),
+    (lambda e: e.read_done(-1), "message -1 was never sent"),
+])
+def test_a_refusal_says_exactly_what_is_outside_its_range(
+        call: Callable[[TagMatchEngine], object], message: str) -> None:
+    with pytest.raises(EngineError) as refused:
+        call(TagMatchEngine(CFG))
+    assert str(refused.value) == message
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda e: e.hw_op(), "the NIC has no op to execute"),
     (lambda e: e.sw_complete(), "the NIC has no completion to handle"),
@@ -413,3 +435,118 @@ def test_a_revoked_claim_puts_its_message_back_in_arrival_order():
     last = run.trace.steps[-1]
     assert (last.obs.matches, last.obs.revoked) == (((0, 2),), ((0, 0),))
     assert spec_view(system, last.state).unexpected == (0, 1)
+
+
+# A revoked claim's message goes back among the unexpected messages by its arrival, wherever
+# that falls in each of its four queues: ahead of two later messages (a receive naming it
+# takes it, not the first of them); between an earlier message of another tag and a later one
+# (a receive with ANY_TAG takes the earlier, then it); and a claim on a receive being
+# cancelled (the NIC matches the receive before it runs the remove, which then fails). The
+# message the NIC matched is a rendezvous one: its receive waits for the READ, uncompleted.
+def _send_moves(sender: int, tag: int, nbytes: int = 1) -> list[tuple[str, dict]]:
+    return [(SEND, {"sender": sender, "comm": 0, "tag": tag, "nbytes": nbytes}),
+            (DELIVER, {"sender": sender})]
+
+
+def _post_move(src: int, tag: int) -> tuple[str, dict]:
+    return (POST, {"comm": 0, "src": src, "tag": tag, "nbytes": 2})
+
+
+_COMPLETE = (SW_COMPLETE, {})
+# case: (parameters, moves, the message put back, the matches of the last receives)
+PUT_BACK = {
+    "ahead of two later": (
+        {"senders": 1, "messages": 4, "receives": 2},
+        [_post_move(0, 0), *_send_moves(0, 0), *_send_moves(0, 0), *_send_moves(0, 0),
+         _COMPLETE, _COMPLETE, _COMPLETE, (HW_OP, {}), *_send_moves(0, 0, 2), _COMPLETE,
+         _post_move(0, 0)],
+        0, [(1, 0)]),
+    "between an earlier and a later": (
+        {"senders": 2, "messages": 4, "receives": 3, "tags": 2},
+        [_post_move(0, 0), *_send_moves(0, 1), *_send_moves(0, 0), *_send_moves(1, 0),
+         *_send_moves(0, 0), _COMPLETE, _COMPLETE, _COMPLETE, _COMPLETE, (HW_OP, {}),
+         *_send_moves(0, 0, 2), _COMPLETE, _post_move(0, ANY), _post_move(0, ANY)],
+        1, [(1, 0), (2, 1)]),
+    "claimed while being cancelled": (
+        {"senders": 1, "messages": 3, "receives": 2},
+        [_post_move(0, 0), (CANCEL, {"rid": 0}), *_send_moves(0, 0), *_send_moves(0, 0),
+         _COMPLETE, _COMPLETE, (HW_OP, {}), *_send_moves(0, 0, 2), _COMPLETE, (HW_OP, {}),
+         _COMPLETE, _post_move(0, 0)],
+        0, [(1, 0)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PUT_BACK))
+def test_a_revoked_claim_puts_its_message_back_between_earlier_and_later_ones(
+        case: str) -> None:
+    values, moves, put_back, last_matches = PUT_BACK[case]
+    name = "offload-no-sync"
+    system = build({"capacity": 1, "probe": 0, "max_bytes": 2, "eager_limit": 1, **values},
+                   (name,))
+    run = TagmatchHarness(system, resolve(f"variant:{name}")).follow(moves)
+    assert run.mismatch is None, str(run.mismatch)
+    revoke = next(s for s in run.trace.steps[1:] if s.obs is not None and s.obs.revoked)
+    assert revoke.obs.revoked == ((0, put_back),)
+    assert spec_view(system, revoke.state).completion[0] == 0
+    got = [m for s in run.trace.steps[-len(last_matches):] for m in s.obs.matches]
+    assert got == last_matches
+
+
+# every_edge copies an engine (copy.deepcopy) for each edge out of a state: a copy must go on
+# exactly as the original would, and leave the original where it was
+class _CopiedAtEachCall:
+    """An engine that takes each call on a copy of itself, the copy then standing in for it;
+    the original, left behind, must not have moved."""
+
+    def __init__(self, engine: TagMatchEngine) -> None:
+        self.engine = engine
+
+    def __getattr__(self, name: str) -> object:
+        found = getattr(self.engine, name)
+        if name in ("view", "ready") or not callable(found):
+            return found
+
+        def on_a_copy(*args: object) -> object:
+            original, before = self.engine, self.engine.view()
+            self.engine = copy.deepcopy(original)
+            out = getattr(self.engine, name)(*args)
+            if original.view() != before:
+                raise AssertionError(f"{name} on a copy moved the original")
+            return out
+
+        return on_a_copy
+
+
+@pytest.mark.parametrize("values", CONFIGS, ids=lambda v: ",".join(f"{k}={x}" for k, x in
+                                                                  v.items()) or "defaults")
+def test_an_engine_copied_at_every_step_goes_on_as_the_original(values: dict) -> None:
+    h = TagmatchHarness(build(values), lambda cfg: _CopiedAtEachCall(TagMatchEngine(cfg)))
+    bad = [r.mismatch for r in (h.run(random.Random(seed), 400) for seed in range(10))
+           if r.mismatch]
+    assert not bad, str(bad[0])
+
+
+@pytest.mark.parametrize("case", sorted(PUT_BACK))
+def test_a_claim_copied_before_its_revoke_puts_its_message_back_the_same(case: str) -> None:
+    values, moves, _, _ = PUT_BACK[case]
+    name = "offload-no-sync"
+    system = build({"capacity": 1, "probe": 0, "max_bytes": 2, "eager_limit": 1, **values},
+                   (name,))
+    variant = resolve(f"variant:{name}")
+    run = TagmatchHarness(system, lambda cfg: _CopiedAtEachCall(variant(cfg))).follow(moves)
+    assert run.mismatch is None, str(run.mismatch)
+
+
+def test_what_an_engine_shares_with_whatever_is_copied_along_stays_shared() -> None:
+    # copy.deepcopy's memo: the configuration (never changed) is not copied, and the engine's
+    # structures and a receive its NIC lists, copied together with it, are copied once
+    e = TagMatchEngine(OFFLOAD)
+    e.post_recv(0, 0, 0, 1)
+    e.hw_op()
+    entry = e.nic.listed[0][0]
+    mine, cfg, posted, unexpected, nic, listed = copy.deepcopy(
+        (e, e.cfg, e.posted, e.unexpected, e.nic, entry))
+    assert mine.cfg is cfg is e.cfg and mine.view() == e.view()
+    assert all(m is c for m, c in ((mine.posted, posted), (mine.unexpected, unexpected),
+                                   (mine.nic, nic), (mine.nic.listed[0][0], listed)))
+    assert listed is not entry and nic is not e.nic
