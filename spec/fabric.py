@@ -191,6 +191,16 @@ def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
     return fab, Delivery("landed", msg, wr)
 
 
+def lose(fab: Fabric, src: int, cq_depth: int) -> Fabric:
+    """The wire loses its head message. UC never knows. RC retransmits until its retry count
+    runs out, then fails the send as it does toward a dead receiver."""
+    msg, fab = pop_wire(fab, src)
+    sq_qp = fab.qps[src]
+    if sq_qp.qp_type == "rc":
+        fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_RETRY, cq_depth))
+    return fab
+
+
 def _fail_send(qp: QP, msg: Message, status: str, cq_depth: int) -> QP:
     """An RC send fails: its completion carries the error, the QP enters the error state and
     flushes what is still queued."""

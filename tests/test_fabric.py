@@ -51,6 +51,25 @@ def test_rc_rnr_fails_the_sender_of_that_connection_only():
     assert all(q.state == "rts" and not q.cq for q in fab.qps[:3])
 
 
+@pytest.mark.parametrize("qp_type", ["uc", "rc"])
+def test_a_lost_message_fails_its_send_on_rc_only(qp_type):
+    # UC never learns of the loss; RC's retries run out on the lost message, its send fails
+    # and the QP flushes what it had not yet sent
+    fab = fb.new_fabric(qp_type, unsignaled_completions=False, connections=1)
+    fab = fb.post_recv(fab, 1, (RECV,))
+    fab = fb.post_send(fab, 0, (send(1), send(2)))
+    fab = fb.transmit(fab, 0, cq_depth=8)
+    fab = fb.lose(fab, 0, cq_depth=8)
+    assert fab.wire[0] == () and fab.qps[1].rq == (RECV,) and fab.qps[1].cq == ()
+    if qp_type == "uc":
+        assert fab.qps[0].state == "rts"
+        assert [(e.wr_id, e.status) for e in fab.qps[0].cq] == [(1, fb.ST_OK)]
+    else:
+        assert fab.qps[0].state == "error"
+        assert [(e.wr_id, e.status) for e in fab.qps[0].cq] == [(1, fb.ST_RETRY),
+                                                                (2, fb.ST_FLUSH)]
+
+
 def test_tcp_items_reach_the_peer_of_their_writer():
     fab = fb.new_fabric("uc", unsignaled_completions=True, connections=2)
     fab = fb.tcp_write(fab, 2, "hello")

@@ -696,7 +696,7 @@ class GateSpec:
 
     @action("src", guard=en_lose, fault=True)
     def do_lose(self, s: GateState, src: int):
-        _, f = fb.pop_wire(s.fabric, src)
+        f = fb.lose(s.fabric, src, self.cfg.cq_depth)
         s = self._faulted(evolve(s, fabric=f))
         return s, self._obs(s, 1 - src)
 
