@@ -294,7 +294,7 @@ def _check_parser(c: Parser) -> None:
 
 
 def _conform_parser(c: Parser) -> None:
-    from verbspec.refimpl.conformance import FAULT_RATE
+    from verbspec.refimpl.conformance import FAULT_RATE, SHRINK_SECONDS
     from verbspec.refimpl.conformance import PATH_DEPTH as PATH_DEPTH_GATE
     from verbspec.refimpl.conformance_tagmatch import PATH_CONFIGS as PATH_CONFIGS_TAG
 
@@ -321,7 +321,12 @@ def _conform_parser(c: Parser) -> None:
     c.add_argument("--steps", type=int, default=3000, help="steps per run at most")
     c.add_argument("--fault-rate", type=float, default=FAULT_RATE,
                    help="probability of a fault at a step where one is enabled")
-    c.add_argument("--seed", type=int, default=0, help="run k is seeded with SEED + k")
+    c.add_argument("--seed", type=int, default=0,
+                   help="seed of Hypothesis's generation of the random runs: the same seed, "
+                        "the same runs")
+    c.add_argument("--shrink-seconds", type=float, default=SHRINK_SECONDS, metavar="S",
+                   help="reduce a mismatching random run for at most S seconds (0: keep it "
+                        "as found)")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
@@ -1034,6 +1039,9 @@ def cmd_conform(args: argparse.Namespace) -> int:
             raise ParamError(f"--{n} must be at least 1")
     if not 0 <= args.fault_rate <= 1:
         raise ParamError(f"--fault-rate must be between 0 and 1, not {args.fault_rate}")
+    if not 0 <= args.shrink_seconds < float("inf"):
+        raise ParamError(f"--shrink-seconds must be a finite number, 0 or more, not "
+                         f"{args.shrink_seconds}")
     selected = _selected(args.protocol)
     _check_c_driver(args)
     if args.coverage and args.mutants:
@@ -1296,10 +1304,12 @@ def _conform_one(args: argparse.Namespace, proto: str, factory: Any, system: Any
     if proto == "gate":
         return mod.conform(system, factory, args.impl, sequences=args.examples,
                            steps=args.steps, seed=args.seed, fault_rate=args.fault_rate,
-                           progress=note, each=each, keep_going=args.keep_going)
+                           shrink_seconds=args.shrink_seconds, progress=note, each=each,
+                           keep_going=args.keep_going)
     # the tag-matching spec has no fault actions: --fault-rate does not apply
     return mod.conform(system, factory, args.impl, sequences=args.examples, steps=args.steps,
-                       seed=args.seed, progress=note, each=each, keep_going=args.keep_going)
+                       seed=args.seed, shrink_seconds=args.shrink_seconds, progress=note,
+                       each=each, keep_going=args.keep_going)
 
 
 def _replay_impl(impl: str, proto: str, system: Any,

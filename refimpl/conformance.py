@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from verbspec.refimpl.gate_engine import Completion, Emitted, GateEngine
+from verbspec.refimpl.random_runs import Swarm, random_runs
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
 from verbspec.spec.gate.params import GateConfig
@@ -77,6 +78,7 @@ SETUP, CALL_BIG, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
                          GateSpec.do_crash))
 CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
 FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
+SHRINK_SECONDS = 30.0    # the longest a mismatching random run is reduced for
 VIEW_FIELDS = tuple(f.name for f in fields(RankView))
 
 
@@ -173,23 +175,25 @@ def emission(e: Observation | Emitted) -> tuple[tuple[str, Any], ...]:
                   else getattr(e, attr)) for what, attr in EMISSION)
 
 
-def recorded(system: Any, moves: Sequence[tuple[str, dict[str, Any]]]
+def recorded(system: Any, moves: Sequence[tuple[str, dict[str, Any]]], lenient: bool = False
              ) -> Callable[[Any, int], tuple[Action, tuple] | None]:
     """A harness's step chooser that takes a trace's recorded moves in turn; ValueError
-    naming the first move the spec does not have enabled."""
+    naming the first move the spec does not have enabled, or with ``lenient`` that move
+    skipped (a reduced run's moves, some of which no longer apply)."""
     table = {a.name: a for a in system.actions}
+    left = iter(enumerate(moves, 1))
 
-    def choose(s: Any, i: int) -> tuple[Action, tuple] | None:
-        if i > len(moves):
-            return None
-        name, kwargs = moves[i - 1]
-        a = table.get(name)
-        if a is None:
-            raise ValueError(f"step {i}: unknown action {name!r}")
-        args = tuple(kwargs.get(p) for p in a.params)
-        if args not in list(a.enabled(s)):
-            raise ValueError(f"step {i}: action {name}{args} is not enabled")
-        return a, args
+    def choose(s: Any, _: int) -> tuple[Action, tuple] | None:
+        for i, (name, kwargs) in left:
+            a = table.get(name)
+            if a is None:
+                raise ValueError(f"step {i}: unknown action {name!r}")
+            args = tuple(kwargs.get(p) for p in a.params)
+            if args in list(a.enabled(s)):
+                return a, args
+            if not lenient:
+                raise ValueError(f"step {i}: action {name}{args} is not enabled")
+        return None
 
     return choose
 
@@ -256,21 +260,26 @@ class GateHarness:
                     return f"rank {r} {f}", want, have
         return None
 
-    def run(self, rng: random.Random, max_steps: int, fault_rate: float = FAULT_RATE) -> Run:
+    def run(self, rng: random.Random, max_steps: int, fault_rate: float = FAULT_RATE,
+            swarm: Swarm | None = None) -> Run:
         """One random run of at most ``max_steps``: at each step a fault with probability
         ``fault_rate`` where one is enabled, otherwise an enabled progress step, weighted as
-        one of the system's workload profiles says (drawn per run: long runs of decode gates,
-        or big gates between them), other steps equally likely."""
+        one of the system's workload profiles says (long runs of decode gates, or big gates
+        between them), other steps equally likely. With a ``swarm``, the faults it leaves out
+        are never taken and it names the profile; without, every fault may be taken and the
+        profile is drawn from ``rng``."""
         # faults come at fault_rate, whatever weight exploration gives them
         faulty = {a.name for a in self.system.actions if a.fault}
         profiles = {n: w for n, w in self.system.weights.items() if n not in faulty}
-        k = rng.randrange(len(next(iter(profiles.values()))))
+        k = rng.randrange(len(next(iter(profiles.values())))) if swarm is None else swarm.profile
         weight = {name: w[k] for name, w in profiles.items()}
+        off = swarm.off if swarm is not None else frozenset()
 
         def choose(s: GateState, i: int) -> tuple[Action, tuple] | None:
             if i > max_steps:
                 return None
-            choices = [(a, args) for a in self.system.actions for args in a.enabled(s)]
+            choices = [(a, args) for a in self.system.actions if a.name not in off
+                       for args in a.enabled(s)]
             faults = [c for c in choices if c[0].fault]
             progress = [c for c in choices if not c[0].fault]
             if faults and (not progress or rng.random() < fault_rate):
@@ -282,10 +291,17 @@ class GateHarness:
 
         return self._lockstep(choose)
 
-    def follow(self, moves: Sequence[tuple[str, dict[str, Any]]]) -> Run:
+    def profiles(self) -> int:
+        """How many workload profiles the system's weights give a run the choice of."""
+        faulty = {a.name for a in self.system.actions if a.fault}
+        return min((len(w) for n, w in self.system.weights.items() if n not in faulty),
+                   default=1)
+
+    def follow(self, moves: Sequence[tuple[str, dict[str, Any]]], lenient: bool = False
+               ) -> Run:
         """The recorded moves of a trace, in lockstep; ValueError naming the first move that
-        the spec does not have enabled."""
-        return self._lockstep(recorded(self.system, moves))
+        the spec does not have enabled (with ``lenient``: that move skipped)."""
+        return self._lockstep(recorded(self.system, moves, lenient))
 
     def _lockstep(self, choose: Callable[[GateState, int], tuple[Action, tuple] | None]) -> Run:
         """Steps chosen by ``choose(state, index)`` until it returns None or the
@@ -548,29 +564,23 @@ def resolve_module(impl: str) -> Callable[..., Any]:
 
 
 def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, steps: int,
-            seed: int = 0, fault_rate: float = FAULT_RATE,
+            seed: int = 0, fault_rate: float = FAULT_RATE, shrink_seconds: float = SHRINK_SECONDS,
             progress: Callable[[str], None] | None = None,
             each: Callable[[Run], bool] | None = None, keep_going: bool = False
             ) -> Report:
-    """Random lockstep runs (run k seeded with seed + k) until ``sequences`` have run or one
-    differs (with ``keep_going``: all of them); a mismatching run is kept, ending at its
-    first mismatching step. ``each``, where given, sees every run as it ends and ends the
-    runs by returning False."""
+    """Random lockstep runs, generated by Hypothesis with a swarm of faults (see
+    ``refimpl.random_runs``; ``seed`` seeds the generation), until ``sequences`` have run or
+    one differs (with ``keep_going``: all of them); a mismatching run is reduced, for at most
+    ``shrink_seconds``, and kept, ending at its first mismatching step. ``each``, where
+    given, sees every run as it ends and ends the runs by returning False."""
     harness = GateHarness(system, factory)
     out = Report(impl, system.protocol, actions_total=len(system.actions))
     t0 = time.perf_counter()
-    for k in range(sequences):
-        run = harness.run(random.Random(seed + k), steps, fault_rate)
-        out.sequences, out.steps = k + 1, out.steps + run.steps
-        out.actions.update(run.actions)
-        for m, v in run.reached.items():
-            out.reached[m] = max(out.reached.get(m, 0), v)
-        if each is not None and not each(run):
-            break
-        if run.mismatch is not None and out.record(run.mismatch, run.trace, keep_going):
-            break
-        if progress:
-            progress(f"{k + 1} sequences, {out.steps:,} steps")
+    random_runs(out, harness, lambda rng, swarm: harness.run(rng, steps, fault_rate, swarm),
+                optional=[a.name for a in system.actions if a.fault],
+                profiles=harness.profiles(), sequences=sequences, seed=seed,
+                shrink_seconds=shrink_seconds, progress=progress, every=1, each=each,
+                keep_going=keep_going)
     out.seconds = time.perf_counter() - t0
     return out
 

@@ -163,6 +163,62 @@ def test_random_runs_reach_past_the_window_and_through_drains():
     assert rep.reached["big_gate_windows"] >= 2
 
 
+
+FAULTS = {a.name for a in build({}).actions if a.fault}
+
+
+def test_random_runs_take_a_swarm_of_faults():
+    """Hypothesis draws each run's faults: about half the runs take none, the others each a
+    subset of their own, so some runs crash without ever timing out and others the reverse."""
+    kinds: list[frozenset[str]] = []
+
+    def each(run) -> bool:
+        kinds.append(frozenset(run.actions) & FAULTS)
+        return True
+
+    rep = conform(build({}), resolve("refimpl"), "refimpl", sequences=100, steps=3000,
+                  each=each)
+    assert rep.mismatch is None and rep.sequences == len(kinds) == 100
+    assert 30 <= sum(not k for k in kinds) <= 70
+    assert any("crash" in k and "timeout" not in k for k in kinds)
+    assert any("timeout" in k and "crash" not in k for k in kinds)
+    assert len(set(kinds)) >= 8
+
+
+def test_the_same_seed_draws_the_same_runs():
+    def summary(seed: int) -> tuple:
+        rep = conform(build({"window": 2, "ops": 12}), resolve("refimpl"), "refimpl",
+                      sequences=40, steps=3000, seed=seed)
+        return rep.steps, dict(rep.actions), rep.reached
+
+    assert summary(5) == summary(5) != summary(6)
+
+
+class DeepLate(GateEngine):
+    """Reposts one gate too far ahead, but only once three windows of gates have passed."""
+
+    def _gate_done(self):
+        out = super()._gate_done()
+        if self.seq < 3 * self.cfg.window:
+            return out
+        return Emitted(recvs=self._gate_chain("in", self.seq + self.cfg.window + 1, True))
+
+
+def test_a_mismatch_deep_in_a_random_run_is_reduced():
+    system = build({"window": 2, "ops": 12})
+    found = conform(system, lambda cfg, r, g: DeepLate(cfg, g), "late", sequences=200,
+                    steps=3000, shrink_seconds=0)
+    reduced = conform(system, lambda cfg, r, g: DeepLate(cfg, g), "late", sequences=200,
+                      steps=3000)
+    assert found.sequences == reduced.sequences
+    m, r = found.mismatch, reduced.mismatch
+    assert (m.action, m.what) == (r.action, r.what) == ("gate_done", "receives posted")
+    assert r.step < m.step and len(reduced.trace) - 1 == r.step
+    # the reduced trace is a run of its own: replayed, it differs at its last step
+    again = GateHarness(system, lambda cfg, rank, g: DeepLate(cfg, g)).follow(
+        [(t.action, t.args) for t in reduced.trace.steps[1:]])
+    assert again.mismatch == r
+
 LATE = '''
 from verbspec.refimpl.gate_engine import Completion, Emitted, EngineError, GateEngine
 from verbspec.refimpl.hazards import HAZARDS
@@ -204,6 +260,8 @@ def test_conform_command_catches_an_implementation_named_by_module(capsys, tmp_p
     (["--impl", "json:no_such_factory"], "json has no no_such_factory"),
     (["--fault-rate", "2"], "--fault-rate must be between 0 and 1, not 2.0"),
     (["--examples", "0"], "--examples must be at least 1"),
+    (["--shrink-seconds", "-1"], "--shrink-seconds must be a finite number, 0 or more, not -1.0"),
+    (["--shrink-seconds", "inf"], "--shrink-seconds must be a finite number, 0 or more, not inf"),
     (["--param", "window=0"], "window"),
     (["--depth", "3"], "--depth bounds the paths of --exhaustive: it needs --exhaustive"),
     (["--exhaustive", "--depth", "0"], "--depth must be at least 1, not 0"),

@@ -67,6 +67,20 @@ def test_random_runs_reach_every_action():
     assert rep.reached == {"messages_sent": 2, "receives_posted": 2}
 
 
+def test_random_runs_leave_out_cancel_or_probe_by_swarm():
+    seen: list[frozenset[str]] = []
+
+    def each(run) -> bool:
+        seen.append(frozenset(run.actions) & {"cancel", "probe"})
+        return True
+
+    conform(build({}), resolve("refimpl"), "refimpl", sequences=200, steps=400, each=each)
+    # about half the runs leave out both; of the others, some cancel and never probe
+    assert 60 <= sum(not k for k in seen) <= 140
+    both = frozenset({"cancel", "probe"})
+    assert {frozenset({"cancel"}), frozenset({"probe"}), both} <= set(seen)
+
+
 def test_every_edge_of_the_offload_configuration_conforms():
     sweep = TagmatchHarness(build(SWEEP_CONFIGS[0])).every_edge()
     assert sweep.mismatch is None, str(sweep.mismatch)
