@@ -59,8 +59,8 @@ def strategy(ctx: z3.Context, tactic: str = "blast") -> z3.Tactic:
     of its terms, which bit-blasting the adders finds slowly."""
     norm = z3.With("simplify", som=True, push_ite_bv=True, ctx=ctx)
     bounds = ("propagate-bv-bounds", norm) if tactic == "bounds" else ()
-    return z3.Then(norm, "propagate-values", "solve-eqs", norm, *bounds, "bit-blast", "sat",
-                   ctx=ctx)
+    return z3.Then(norm, "propagate-values", "solve-eqs", norm, *bounds, "reduce-bv-size",
+                   norm, "bit-blast", "sat", ctx=ctx)
 
 
 TACTICS = ("blast", "bounds")
