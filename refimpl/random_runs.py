@@ -90,23 +90,29 @@ def random_runs(out: Tally, harness: Harness, run: Callable[[random.Random, Swar
     ``every`` runs."""
     done = False
 
-    def one(swarm: Swarm, rng: random.Random) -> None:
-        nonlocal done
-        if done:        # Hypothesis replays the example that stopped it: nothing to do
-            raise _Stop
+    def tally(swarm: Swarm, rng: random.Random) -> bool:
+        """One run, counted; whether the runs end here."""
         r = run(rng, swarm)
         out.sequences, out.steps = out.sequences + 1, out.steps + r.steps
         out.actions.update(r.actions)
         for m, v in r.reached.items():
             out.reached[m] = max(out.reached.get(m, 0), v)
             target(float(v), label=m)
+        stop = False
         if each is not None and not each(r):
-            done = True
+            stop = True
         elif r.mismatch is not None:
             r = shortest(harness, r, shrink_seconds)
-            done = out.record(r.mismatch, r.trace, keep_going)
+            stop = out.record(r.mismatch, r.trace, keep_going)
         if progress and out.sequences % every == 0:
             progress(f"{out.sequences} sequences, {out.steps:,} steps")
+        return stop
+
+    def one(swarm: Swarm, rng: random.Random) -> None:
+        nonlocal done
+        # Hypothesis replays the example that stopped it: that replay only stops again, from
+        # the same place, so that Hypothesis sees the same failure
+        done = done or tally(swarm, rng)
         if done:
             raise _Stop
 
