@@ -329,52 +329,20 @@ class GateHarness:
 
     def every_edge(self, max_faults: int) -> Sweep:
         """Every edge (state, action, arguments) reachable in runs of at most ``max_faults``
-        fault actions, each executed once in lockstep, breadth first. Each state is entered
-        with the implementations as the first (a shortest) path to it left them, copied with
-        copy.deepcopy for each edge out of it; a mismatch ends the sweep with that shortest
-        path as its trace."""
+        fault actions, each executed once in lockstep (see ``every_edge``)."""
         s0, impls0 = self.fresh()
-        root = (s0, 0)
-        # node -> (parent node, action, args, post state, observation) of its first path
-        parent: dict[tuple[GateState, int], tuple | None] = {root: None}
-        frontier = deque([(root, impls0, 0)])
-        out = Sweep()
-        while frontier:
-            node, impls, depth = frontier.popleft()
-            s, faults = node
-            out.states, out.depth = out.states + 1, max(out.depth, depth)
-            for a in self.system.actions:
-                if a.fault and faults >= max_faults:
-                    continue
-                for args in a.enabled(s):
-                    mine = copy.deepcopy(impls)
-                    post, obs = a.apply(s, *args)
-                    out.edges += 1
-                    out.actions[a.name] += 1
-                    diff = self._step(mine, s, a.name, args, obs)
-                    nxt = (post, faults + a.fault)
-                    if diff is not None:
-                        named = dict(zip(a.params, args, strict=True))
-                        out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
-                        out.trace = first_path(self.system, parent, node,
-                                               (a.name, args, post, obs))
-                        out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
-                        return out
-                    if nxt not in parent:
-                        parent[nxt] = (node, a.name, args, post, obs)
-                        frontier.append((nxt, mine, depth + 1))
-        return out
+        return every_edge(self.system, s0, impls0, self._check, max_faults)
 
     def every_path(self, depth: int, max_faults: int) -> PathSweep:
         """Every path of 1 to ``depth`` steps from the initial state with at most
         ``max_faults`` fault actions, each in lockstep (see ``every_path``)."""
         s0, impls0 = self.fresh()
+        return every_path(self.system, s0, impls0, self._check, depth, max_faults)
 
-        def step(impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
-                 post: GateState, obs: Observation) -> tuple[str, Any, Any] | None:
-            return self._step(impls, pre, name, args, obs)
-
-        return every_path(self.system, s0, impls0, step, depth, max_faults)
+    def _check(self, impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
+               post: GateState, obs: Observation) -> tuple[str, Any, Any] | None:
+        """``_step`` as the sweeps call it (``StepCheck``)."""
+        return self._step(impls, pre, name, args, obs)
 
     def _step(self, impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
               obs: Observation) -> tuple[str, Any, Any] | None:
@@ -417,6 +385,47 @@ class PathSweep:
 # one lockstep step: (implementation, pre state, action name, its arguments, post state,
 # observation) -> the first difference (field, the spec's, the implementation's), or None
 StepCheck = Callable[[Any, Any, str, tuple, Any, Any], "tuple[str, Any, Any] | None"]
+
+
+def every_edge(system: Any, s0: Any, impl0: Any, step: StepCheck,
+               max_faults: int | None = None, max_states: int | None = None) -> Sweep:
+    """Every edge (state, action, arguments) reachable from ``s0`` in runs of at most
+    ``max_faults`` fault actions (None: any number), each executed once in lockstep, breadth
+    first. Each state is entered with the implementation as the first (a shortest) path to
+    it left it, copied with copy.deepcopy for each edge out of it; a mismatch ends the sweep
+    with that shortest path as its trace. RuntimeError past ``max_states`` states."""
+    root = (s0, 0)
+    # node (state, faults so far) -> (parent node, action, args, post state, observation)
+    # of its first path
+    parent: dict[tuple[Any, int], tuple | None] = {root: None}
+    frontier = deque([(root, impl0, 0)])
+    out = Sweep()
+    while frontier:
+        node, impl, depth = frontier.popleft()
+        s, faults = node
+        out.states, out.depth = out.states + 1, max(out.depth, depth)
+        if max_states is not None and out.states > max_states:
+            raise RuntimeError(f"more than {max_states} states")
+        for a in system.actions:
+            if a.fault and max_faults is not None and faults >= max_faults:
+                continue
+            for args in a.enabled(s):
+                mine = copy.deepcopy(impl)
+                post, obs = a.apply(s, *args)
+                out.edges += 1
+                out.actions[a.name] += 1
+                diff = step(mine, s, a.name, args, post, obs)
+                nxt = (post, faults + a.fault)
+                if diff is not None:
+                    named = dict(zip(a.params, args, strict=True))
+                    out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
+                    out.trace = first_path(system, parent, node, (a.name, args, post, obs))
+                    out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                    return out
+                if nxt not in parent:
+                    parent[nxt] = (node, a.name, args, post, obs)
+                    frontier.append((nxt, mine, depth + 1))
+    return out
 
 
 def every_path(system: Any, s0: Any, impl0: Any, step: StepCheck, depth: int,

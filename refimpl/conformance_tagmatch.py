@@ -26,10 +26,8 @@ saying why. ``refimpl.ucx_tagmatch`` is one: UCX's own tag matching.
 
 from __future__ import annotations
 
-import copy
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, Protocol
@@ -43,8 +41,8 @@ from verbspec.refimpl.conformance import (
     Report,
     Run,
     Sweep,
+    every_edge,
     every_path,
-    first_path,
     new_sweep,
     recorded,
     resolve_module,
@@ -331,37 +329,10 @@ class TagmatchHarness:
         return every_path(self.system, s0, impl0, self._step, depth)
 
     def every_edge(self, max_states: int | None = None) -> Sweep:
-        """Every reachable edge (state, action, arguments), each executed once in lockstep,
-        breadth first. Each state is entered with the implementation as the first (a
-        shortest) path to it left it, copied with copy.deepcopy for each edge out of it; a
-        mismatch ends the sweep with that shortest path as its trace."""
+        """Every reachable edge (state, action, arguments), each executed once in lockstep
+        (see ``conformance.every_edge``)."""
         s0, impl0 = self.fresh()
-        parent: dict[State, tuple | None] = {s0: None}
-        frontier = deque([(s0, impl0, 0)])
-        out = Sweep()
-        while frontier:
-            s, impl, depth = frontier.popleft()
-            out.states, out.depth = out.states + 1, max(out.depth, depth)
-            if max_states is not None and out.states > max_states:
-                raise RuntimeError(f"more than {max_states} states")
-            for a in self.system.actions:
-                for args in a.enabled(s):
-                    mine = copy.deepcopy(impl)
-                    post, obs = a.apply(s, *args)
-                    out.edges += 1
-                    out.actions[a.name] += 1
-                    diff = self._step(mine, s, a.name, args, post, obs)
-                    if diff is not None:
-                        named = dict(zip(a.params, args, strict=True))
-                        out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
-                        out.trace = first_path(self.system, parent, s,
-                                               (a.name, args, post, obs))
-                        out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
-                        return out
-                    if post not in parent:
-                        parent[post] = (s, a.name, args, post, obs)
-                        frontier.append((post, mine, depth + 1))
-        return out
+        return every_edge(self.system, s0, impl0, self._step, max_states=max_states)
 
 
 # ---------------------------------------------------------------------------- the suite
