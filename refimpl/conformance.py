@@ -304,28 +304,8 @@ class GateHarness:
         return self._lockstep(recorded(self.system, moves, lenient))
 
     def _lockstep(self, choose: Callable[[GateState, int], tuple[Action, tuple] | None]) -> Run:
-        """Steps chosen by ``choose(state, index)`` until it returns None or the
-        implementation differs from the spec."""
-        s, impls = self.fresh()
-        out = Run(trace=start_trace(self.system, self.system.variants))
-        i = 1
-        while (move := choose(s, i)) is not None:
-            a, args = move
-            post, obs = a.apply(s, *args)
-            out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
-            named = dict(zip(a.params, args, strict=True))
-            out.trace.steps.append(TraceStep(a.name, named, post, obs))
-            diff = self._step(impls, s, a.name, args, obs)
-            if diff is not None:
-                what, want, have = diff
-                out.mismatch = Mismatch(i, a.name, named, what, want, have)
-                out.trace.violation = CONFORMANCE
-                out.trace.message = str(out.mismatch)
-                return out
-            s, i = post, i + 1
-        out.reached = self.system.depth(s)
-        return out
-
+        s0, impls = self.fresh()
+        return lockstep(self.system, s0, impls, self._check, choose, self.system.depth)
 
     def every_edge(self, max_faults: int) -> Sweep:
         """Every edge (state, action, arguments) reachable in runs of at most ``max_faults``
@@ -385,6 +365,30 @@ class PathSweep:
 # one lockstep step: (implementation, pre state, action name, its arguments, post state,
 # observation) -> the first difference (field, the spec's, the implementation's), or None
 StepCheck = Callable[[Any, Any, str, tuple, Any, Any], "tuple[str, Any, Any] | None"]
+
+
+def lockstep(system: Any, s0: Any, impl: Any, step: StepCheck,
+             choose: Callable[[Any, int], tuple[Action, tuple] | None],
+             reached: Callable[[Any], dict[str, int]]) -> Run:
+    """Steps chosen by ``choose(state, index)`` from ``s0``, each checked by ``step`` against
+    the implementation, until ``choose`` returns None (the run's depths then ``reached`` of
+    its last state) or the implementation differs from the spec."""
+    out = Run(trace=start_trace(system, system.variants))
+    s, i = s0, 1
+    while (move := choose(s, i)) is not None:
+        a, args = move
+        post, obs = a.apply(s, *args)
+        out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
+        named = dict(zip(a.params, args, strict=True))
+        out.trace.steps.append(TraceStep(a.name, named, post, obs))
+        diff = step(impl, s, a.name, args, post, obs)
+        if diff is not None:
+            out.mismatch = Mismatch(i, a.name, named, *diff)
+            out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+            return out
+        s, i = post, i + 1
+    out.reached = reached(s)
+    return out
 
 
 def every_edge(system: Any, s0: Any, impl0: Any, step: StepCheck,

@@ -33,16 +33,15 @@ from dataclasses import fields
 from typing import Any, Protocol
 
 from verbspec.refimpl.conformance import (
-    CONFORMANCE,
     HAZARD_PREFIX,
     SHRINK_SECONDS,
-    Mismatch,
     PathSweep,
     Report,
     Run,
     Sweep,
     every_edge,
     every_path,
+    lockstep,
     new_sweep,
     recorded,
     resolve_module,
@@ -61,7 +60,7 @@ from verbspec.refimpl.tagmatch_engine import (
 )
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
-from verbspec.spec.lts import Action, TraceStep, start_trace
+from verbspec.spec.lts import Action
 from verbspec.spec.tagmatch import offload as off
 from verbspec.spec.tagmatch.state import Params, State, StepObs, sender_qp
 from verbspec.spec.tagmatch.system import TagMatchSystem, build
@@ -303,24 +302,8 @@ class TagmatchHarness:
         return self._lockstep(recorded(self.system, moves, lenient))
 
     def _lockstep(self, choose: Callable[[State, int], tuple[Action, tuple] | None]) -> Run:
-        s, impl = self.fresh()
-        out = Run(trace=start_trace(self.system, self.system.variants))
-        i = 1
-        while (move := choose(s, i)) is not None:
-            a, args = move
-            post, obs = a.apply(s, *args)
-            out.steps, out.actions[a.name] = i, out.actions[a.name] + 1
-            named = dict(zip(a.params, args, strict=True))
-            out.trace.steps.append(TraceStep(a.name, named, post, obs))
-            diff = self._step(impl, s, a.name, args, post, obs)
-            if diff is not None:
-                out.mismatch = Mismatch(i, a.name, named, *diff)
-                out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
-                return out
-            s, i = post, i + 1
-        out.reached = {"messages_sent": sum(m is not None for m in s.msgs),
-                       "receives_posted": len(s.recvs)}
-        return out
+        s0, impl = self.fresh()
+        return lockstep(self.system, s0, impl, self._step, choose, _reached)
 
     def every_path(self, depth: int) -> PathSweep:
         """Every path of 1 to ``depth`` steps from the initial state, each in lockstep (see
@@ -333,6 +316,11 @@ class TagmatchHarness:
         (see ``conformance.every_edge``)."""
         s0, impl0 = self.fresh()
         return every_edge(self.system, s0, impl0, self._step, max_states=max_states)
+
+
+def _reached(s: State) -> dict[str, int]:
+    """How far a run got: the messages sent and the receives posted."""
+    return {"messages_sent": sum(m is not None for m in s.msgs), "receives_posted": len(s.recvs)}
 
 
 # ---------------------------------------------------------------------------- the suite
