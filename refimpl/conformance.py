@@ -304,6 +304,7 @@ class GateHarness:
         return self._lockstep(recorded(self.system, moves, lenient))
 
     def _lockstep(self, choose: Callable[[GateState, int], tuple[Action, tuple] | None]) -> Run:
+        """The steps ``choose`` picks, in lockstep with both ranks (see ``lockstep``)."""
         s0, impls = self.fresh()
         return lockstep(self.system, s0, impls, self._check, choose, self.system.depth)
 

@@ -302,6 +302,7 @@ class TagmatchHarness:
         return self._lockstep(recorded(self.system, moves, lenient))
 
     def _lockstep(self, choose: Callable[[State, int], tuple[Action, tuple] | None]) -> Run:
+        """The steps ``choose`` picks, in lockstep with the job (see ``lockstep``)."""
         s0, impl = self.fresh()
         return lockstep(self.system, s0, impl, self._step, choose, _reached)
 
