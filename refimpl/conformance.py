@@ -268,11 +268,8 @@ class GateHarness:
         between them), other steps equally likely. With a ``swarm``, the faults it leaves out
         are never taken and it names the profile; without, every fault may be taken and the
         profile is drawn from ``rng``."""
-        # faults come at fault_rate, whatever weight exploration gives them
-        faulty = {a.name for a in self.system.actions if a.fault}
-        profiles = {n: w for n, w in self.system.weights.items() if n not in faulty}
-        k = rng.randrange(len(next(iter(profiles.values())))) if swarm is None else swarm.profile
-        weight = {name: w[k] for name, w in profiles.items()}
+        k = rng.randrange(self.profiles()) if swarm is None else swarm.profile
+        weight = {name: w[k] for name, w in self._progress_weights().items()}
         off = swarm.off if swarm is not None else frozenset()
 
         def choose(s: GateState, i: int) -> tuple[Action, tuple] | None:
@@ -291,11 +288,15 @@ class GateHarness:
 
         return self._lockstep(choose)
 
+    def _progress_weights(self) -> dict[str, tuple[int, ...]]:
+        """The system's workload profiles for progress steps (faults come at the fault rate,
+        whatever weight exploration gives them)."""
+        faulty = {a.name for a in self.system.actions if a.fault}
+        return {n: w for n, w in self.system.weights.items() if n not in faulty}
+
     def profiles(self) -> int:
         """How many workload profiles the system's weights give a run the choice of."""
-        faulty = {a.name for a in self.system.actions if a.fault}
-        return min((len(w) for n, w in self.system.weights.items() if n not in faulty),
-                   default=1)
+        return min(map(len, self._progress_weights().values()), default=1)
 
     def follow(self, moves: Sequence[tuple[str, dict[str, Any]]], lenient: bool = False
                ) -> Run:
