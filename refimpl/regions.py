@@ -42,14 +42,15 @@ def regions_main(args: argparse.Namespace) -> int:
             digest = config_digest(row.trace.params, row.trace.variants)
             name = f"gate-region-{_slug(row.condition)}-{row.invariant}-{digest}.itf.json"
             path = str(write_trace(row.trace, args.trace_dir / name))
-        kind = ("just outside" if row.condition else
+        kind = ("limit" if row.limit else "just outside" if row.condition else
                 "strengthening" if row.invariant in lemmas.LEMMAS else "property")
         out.append({"invariant": row.invariant, "kind": kind, "condition": row.condition,
-                    "region": row.region, "verdict": row.verdict,
+                    "region": row.region, "verdict": row.verdict, "expected": row.want,
                     "seconds": round(row.seconds, 3), "counterexample": row.counterexample,
                     "trace": path})
-    # a proof row must be proved and a condition row must show its violation just outside
-    settled = all(r["verdict"] == ("violated" if r["condition"] else "proved") for r in out)
+    # a proof row must be proved, a condition row must show its violation just outside, a
+    # limit its violation or its instance's fixpoint
+    settled = all(row.settled for row in rows)
     code = EXIT_OK if settled else EXIT_INCONCLUSIVE
     if args.json:
         print(json.dumps({"region": regions.region_text(args.window_max),

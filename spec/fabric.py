@@ -8,6 +8,8 @@ beside it (:func:`peer_of`). The rules that matter:
   already completed successfully (UC completes a send when it leaves the sender);
 - RC completes a send when the responder acknowledges it; with no receive posted the responder
   answers RNR and, with rnr_retry 0, the sender's WR fails and its QP enters the error state;
+  the responder accepts nothing past a failed packet, so the messages behind it on the wire
+  never land and complete flushed;
 - a message longer than the receive buffer completes the receive in error (local length error);
 - a CQ holds at most its depth; one more completion is an overflow, a fatal error.
 """
@@ -167,20 +169,20 @@ def deliver(fab: Fabric, src: int, cq_depth: int, receiver_alive: bool
     if not receiver_alive:
         # nobody acknowledges: RC retries, then fails the WR; UC never knows
         if rc:
-            fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_RETRY, cq_depth))
+            fab = _fail_rc(fab, src, msg, ST_RETRY, cq_depth)
         return fab, Delivery("dead", msg)
     if not rq_qp.rq or rq_qp.state != "rts":
         if not rc:
             return fab, Delivery("uc_drop", msg)
         # RC with rnr_retry 0: the sender's WR fails and its QP goes to error
-        return set_qp(fab, src, _fail_send(sq_qp, msg, ST_RNR, cq_depth)), Delivery("rnr", msg)
+        return _fail_rc(fab, src, msg, ST_RNR, cq_depth), Delivery("rnr", msg)
     wr = rq_qp.rq[0]
     rq_qp = evolve(rq_qp, rq=rq_qp.rq[1:])
     if msg.length > wr.length:
         rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_LEN, 0, msg.payload), cq_depth)
         fab = set_qp(fab, dst, evolve(rq_qp, state="error"))
         if rc:
-            fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_REM_INV, cq_depth))
+            fab = _fail_rc(fab, src, msg, ST_REM_INV, cq_depth)
         return fab, Delivery("length", msg, wr)
     rq_qp = push_cqe(rq_qp, CQE("recv", wr.wr_id, ST_OK, msg.length, msg.payload), cq_depth)
     fab = set_qp(fab, dst, rq_qp)
@@ -195,17 +197,22 @@ def lose(fab: Fabric, src: int, cq_depth: int) -> Fabric:
     """The wire loses its head message. UC never knows. RC retransmits until its retry count
     runs out, then fails the send as it does toward a dead receiver."""
     msg, fab = pop_wire(fab, src)
-    sq_qp = fab.qps[src]
-    if sq_qp.qp_type == "rc":
-        fab = set_qp(fab, src, _fail_send(sq_qp, msg, ST_RETRY, cq_depth))
+    if fab.qps[src].qp_type == "rc":
+        fab = _fail_rc(fab, src, msg, ST_RETRY, cq_depth)
     return fab
 
 
-def _fail_send(qp: QP, msg: Message, status: str, cq_depth: int) -> QP:
-    """An RC send fails: its completion carries the error, the QP enters the error state and
-    flushes what is still queued."""
-    qp = push_cqe(qp, CQE("send", msg.wr_id, status, 0, msg.payload), cq_depth)
-    return _flush(evolve(qp, state="error"), cq_depth)
+def _fail_rc(fab: Fabric, src: int, msg: Message, status: str, cq_depth: int) -> Fabric:
+    """An RC send fails: its completion carries the error and the QP enters the error state.
+    The responder accepts nothing past the failed packet sequence number, so the messages
+    behind it on the wire never land: they complete flushed, in order, and so does what is
+    still queued."""
+    behind = fab.wire[src]
+    fab = evolve(fab, wire=set_item(fab.wire, src, ()))
+    qp = push_cqe(fab.qps[src], CQE("send", msg.wr_id, status, 0, msg.payload), cq_depth)
+    for m in behind:
+        qp = push_cqe(qp, CQE("send", m.wr_id, ST_FLUSH, 0, m.payload), cq_depth)
+    return set_qp(fab, src, _flush(evolve(qp, state="error"), cq_depth))
 
 
 def _flush(qp: QP, cq_depth: int) -> QP:

@@ -70,6 +70,29 @@ def test_a_lost_message_fails_its_send_on_rc_only(qp_type):
                                                                 (2, fb.ST_FLUSH)]
 
 
+@pytest.mark.parametrize("fail", ["lose", "rnr", "dead"])
+def test_nothing_behind_a_failed_rc_message_lands(fail):
+    # the responder accepts nothing past the failed packet sequence number: the messages
+    # already on the wire behind it complete flushed, in order, and never reach a receive
+    fab = fb.new_fabric("rc", unsignaled_completions=False, connections=1)
+    if fail != "rnr":
+        fab = fb.post_recv(fab, 1, (RECV, RECV))
+    fab = fb.post_send(fab, 0, (send(1), send(2), send(3)))
+    for _ in range(3):
+        fab = fb.transmit(fab, 0, cq_depth=8)
+    if fail == "lose":
+        fab = fb.lose(fab, 0, cq_depth=8)
+        status = fb.ST_RETRY
+    else:
+        fab, got = fb.deliver(fab, 0, cq_depth=8, receiver_alive=fail == "rnr")
+        assert got.outcome == fail
+        status = fb.ST_RNR if fail == "rnr" else fb.ST_RETRY
+    assert fab.wire[0] == () and fab.qps[1].cq == ()
+    assert fab.qps[0].state == "error"
+    assert [(e.wr_id, e.status) for e in fab.qps[0].cq] == [(1, status), (2, fb.ST_FLUSH),
+                                                            (3, fb.ST_FLUSH)]
+
+
 def test_tcp_items_reach_the_peer_of_their_writer():
     fab = fb.new_fabric("uc", unsignaled_completions=True, connections=2)
     fab = fb.tcp_write(fab, 2, "hello")

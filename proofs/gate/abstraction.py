@@ -193,19 +193,17 @@ def evaluate(term: z3.ExprRef, pairs: list[tuple[z3.ExprRef, z3.ExprRef]]) -> bo
     return solver.check() == z3.sat
 
 
-def model_admits(cfg: GateConfig, states: list[GateState], moves: list[tuple[str, int]],
-                 variants: Sequence[str] = ()) -> bool:
-    """Each step of a spec run, seen through alpha, is a step of the model."""
+def model_admits(cfg: GateConfig, states: list[GateState],
+                 moves: list[tuple[str, tuple[Any, ...]]], variants: Sequence[str] = ()) -> bool:
+    """Each step of a spec run (action name and arguments), seen through alpha, is a step of
+    the model, with the choices the spec made in it (reap's split, call_big's size)."""
     prm = fresh_params()
     ppairs = value_terms(params_of(cfg, variants), prm)
     s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
-    for pre, post, (name, r) in zip(states[:-1], states[1:], moves, strict=True):
-        choice = no_choices()
-        if name == REAP_STEP:
-            choice = choice.with_rank(r, reap_choice(cfg, pre, r))
+    for pre, post, (name, args) in zip(states[:-1], states[1:], moves, strict=True):
         pairs = (value_terms(alpha(cfg, pre), s) + value_terms(alpha(cfg, post), t)
-                 + ppairs + value_terms(choice, ch))
-        if not evaluate(move(name, r, s, t, prm, ch), pairs):
+                 + ppairs + value_terms(step_choices(cfg, pre, name, args), ch))
+        if not evaluate(move(name, args[0], s, t, prm, ch), pairs):
             return False
     return True
 
@@ -238,6 +236,6 @@ def spec_counterexample(values: Mapping[str, Any], prop: str, variants: Sequence
     if res.trace is None:
         return None
     steps = res.trace.steps
-    moves = [(st.action, next(iter(st.args.values()))) for st in steps[1:]]
+    moves = [(st.action, tuple(st.args.values())) for st in steps[1:]]
     return SpecRun(res.trace, model_admits(system.params, [st.state for st in steps], moves,
                                            variants))

@@ -463,10 +463,10 @@ def _big_chunks_aligned(s: State, prm: Params, r: int) -> z3.BoolRef:
 def _cq_budget(s: State, prm: Params, r: int, room: bool = False) -> z3.BoolRef:
     """In a drain or a big-gate window, the completions in the CQ plus those the posted work
     requests can still bring, plus room for the leftovers and error completion still
-    possible, never exceed the CQ: window*chunks dummies each way and the last gates' 2C
+    possible, never exceed the CQ: window*chunks dummies each way and the last gate's C
     sends in a drain, a big window's sends and receives after it."""
     me = s.rank[r]
-    c2 = z3.Extract(31, 0, times_c(prm, z3.BitVecVal(2, 64)))
+    c = z3.Extract(31, 0, times_c(prm, z3.BitVecVal(1, 64)))
     core = (me.gate_send_cqes + me.gate_recv_cqes + me.dummy_send_cqes + me.dummy_recv_cqes
             + me.big_send_cqes + me.big_recv_cqes + sq_total(s, r) + me.gate_recvs_posted
             + me.staging_recvs_posted)
@@ -474,7 +474,7 @@ def _cq_budget(s: State, prm: Params, r: int, room: bool = False) -> z3.BoolRef:
                     - z3.ZeroExt(24, me.strays_used) + z3.ZeroExt(24, me.error_cqes)
                     + z3.If(me.error_injected, bv(0), bv(1)), bv(0))
     wins = eph_in(s, r, *WINDOWS)
-    bound = z3.If(wins, 2 * me.big_win, 2 * wc32(prm) + c2)
+    bound = z3.If(wins, 2 * me.big_win, 2 * wc32(prm) + c)
     # decode windows are bounded by completions_behind instead (at most 4C, by lockstep)
     when = z3.And(alive(s, r), z3.Or(wins, eph_in(s, r, *DRAINING), draining_window(s, r)))
     return z3.Implies(when, z3.If(room, z3.ULE(bound + reserve, prm.cq_depth),

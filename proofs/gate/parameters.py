@@ -9,21 +9,26 @@ from dataclasses import fields
 import z3
 
 from verbspec.proofs.gate.vocabulary import ENCODED_VARIANTS, OPS_LIMIT, VARIANT_FLAGS, Params
-from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.params import MAX_CQ, MAX_QUEUE, PARAMS, GateConfig
 
-DOMAIN = "1 <= chunks <= 2, 1 <= window <= 2^20, depths < 2^24, 1 <= ops < 2^61"
+BIG_DEPTH_MAX = next(p.hi for p in PARAMS if p.name == "big_depth")
+
+DOMAIN = ("1 <= chunks <= 2, 1 <= window <= 2^20, receive and send depths and chain_max "
+          "<= 2^15, cq_depth <= 2^22, big-gate window cap and send depth <= 256, "
+          "1 <= ops < 2^61")
 
 
 def domain(prm: Params) -> z3.BoolRef:
-    """What every parameter value satisfies (the spec's own validation, plus sizes)."""
-    lim = 1 << 24
-    depths = (prm.rq_depth, prm.sq_depth, prm.cq_depth, prm.chain_max, prm.big_cap,
-              prm.big_send_depth)
+    """What every parameter value satisfies: the spec's own bounds (spec/gate/params.py:
+    MAX_QUEUE, MAX_CQ, big_depth <= 256), and sizes the model assumes."""
+    bounds = ((prm.rq_depth, MAX_QUEUE), (prm.sq_depth, MAX_QUEUE), (prm.chain_max, MAX_QUEUE),
+              (prm.cq_depth, MAX_CQ), (prm.big_cap, BIG_DEPTH_MAX),
+              (prm.big_send_depth, BIG_DEPTH_MAX))
     return z3.And(z3.Or(prm.chunks == 1, prm.chunks == 2), z3.UGE(prm.window, 1),
                   z3.ULE(prm.window, 1 << 20), z3.UGE(prm.slot_period, 1),
                   z3.ULE(prm.slot_period, 1 << 32),
                   z3.UGE(prm.ops, 1), z3.ULT(prm.ops, OPS_LIMIT),
-                  *(z3.And(z3.UGE(d, 1), z3.ULT(d, lim)) for d in depths),
+                  *(z3.And(z3.UGE(d, 1), z3.ULE(d, hi)) for d, hi in bounds),
                   z3.ULE(prm.big_send_depth, prm.sq_depth))
 
 

@@ -1,10 +1,11 @@
-"""Proofs over a parameter region (symbolic window, chunks, depths, slot period) and, for each
-condition of the region, the violation just outside it."""
+"""Proofs over a parameter region (symbolic window, chunks, depths, slot period, workloads with
+drains and big gates); for each condition of the region, the violation just outside it; and
+the limits of the model's transport (wire loss, RC) as the executable spec shows them."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import z3
@@ -15,7 +16,7 @@ from verbspec.proofs.gate.induction import houdini
 from verbspec.proofs.gate.lemmas import LEMMAS
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
-from verbspec.proofs.gate.terms import fresh_params, times_c, z64
+from verbspec.proofs.gate.terms import big_window, fresh_params, times_c, umax, wc32, z64
 from verbspec.proofs.gate.vocabulary import VARIANT_FLAGS, Params
 from verbspec.spec.lts import Trace
 
@@ -37,6 +38,31 @@ def _c(prm: Params, k: int) -> z3.BitVecRef:
     return z3.Extract(31, 0, times_c(prm, z3.BitVecVal(k, 64)))
 
 
+def _drain_cq(q: Params) -> z3.BitVecRef:
+    """A drain's completions: window*chunks dummies each way, and the last gate's sends."""
+    return 2 * wc32(q) + _c(q, 1)
+
+
+def _big_cq(q: Params) -> z3.BitVecRef:
+    """A full big-gate window's completions: its receives and its sends."""
+    return 2 * big_window(q, q.rq_depth)
+
+
+def _cq_need(q: Params) -> z3.BitVecRef:
+    """The CQ entries a fault-free run can fill: 4*chunks with decode gates only (the sends
+    of two gates and the arrivals of two more); with big gates, also a drain and a window."""
+    return z3.If(q.big_gates, umax(_c(q, 4), umax(_drain_cq(q), _big_cq(q))), _c(q, 4))
+
+
+def _with_big(q: Params, claim: z3.BoolRef) -> z3.BoolRef:
+    return z3.Implies(q.big_gates, claim)
+
+
+def _outside_big(q: Params, claim: z3.BoolRef) -> z3.BoolRef:
+    return z3.And(q.big_gates, claim)
+
+
+# the big-gate examples keep big-gate windows small (big_depth 2 or 4), so their runs are short
 CONDITIONS: tuple[Condition, ...] = (
     Condition("window >= 2", lambda q: z3.UGE(q.window, 2), lambda q: q.window == 1,
               "no_silent_drop", {"window": 1}),
@@ -46,14 +72,32 @@ CONDITIONS: tuple[Condition, ...] = (
               "queue_bounds", {"rq_depth": 31}),
     Condition("sq_depth >= 2*chunks", lambda q: z3.UGE(q.sq_depth, _c(q, 2)),
               lambda q: q.sq_depth + 1 == _c(q, 2), "queue_bounds", {"sq_depth": 3}),
+    # a drain posts its dummies behind nothing: the header exchange before it means the
+    # peer has the last gate, so its sends left the send queue
+    Condition("sq_depth >= window*chunks with big gates",
+              lambda q: _with_big(q, z3.UGE(q.sq_depth, wc32(q))),
+              lambda q: _outside_big(q, q.sq_depth + 1 == wc32(q)), "queue_bounds",
+              {"window": 3, "vec_bytes": 16384, "sq_depth": 2, "big_gates": 1,
+               "big_depth": 2}),
     Condition("cq_depth >= 4*chunks", lambda q: z3.UGE(q.cq_depth, _c(q, 4)),
               lambda q: q.cq_depth + 1 == _c(q, 4), "queue_bounds",
               {"window": 2, "cq_depth": 7}),
-    # two warm-up leftovers and an injected error completion on top of a full decode CQ; the
+    Condition("cq_depth >= 2*window*chunks + chunks with big gates (a drain)",
+              lambda q: _with_big(q, z3.UGE(q.cq_depth, _drain_cq(q))),
+              lambda q: _outside_big(q, q.cq_depth + 1 == _drain_cq(q)), "queue_bounds",
+              {"window": 3, "vec_bytes": 16384, "cq_depth": 6, "big_gates": 1,
+               "big_depth": 2}),
+    Condition("cq_depth >= 2*big window with big gates (big window = min(rq_depth, big_depth, "
+              "staging_bytes/max_msg))",
+              lambda q: _with_big(q, z3.UGE(q.cq_depth, _big_cq(q))),
+              lambda q: _outside_big(q, q.cq_depth + 1 == _big_cq(q)), "queue_bounds",
+              {"window": 2, "vec_bytes": 16384, "cq_depth": 7, "big_gates": 1,
+               "big_depth": 4}),
+    # two warm-up leftovers and an injected error completion on top of a full CQ; the
     # shortest run needs all three faults, hence the larger breadth-first budget
-    Condition("cq_depth >= 4*chunks + 3 with faults",
-              lambda q: z3.Implies(q.faults, z3.UGE(q.cq_depth, _c(q, 4) + 3)),
-              lambda q: z3.And(q.faults, q.cq_depth + 1 == _c(q, 4) + 3),
+    Condition("cq_depth >= 3 + the largest of the three above with faults",
+              lambda q: z3.Implies(q.faults, z3.UGE(q.cq_depth, _cq_need(q) + 3)),
+              lambda q: z3.And(q.faults, q.cq_depth + 1 == _cq_need(q) + 3),
               "queue_bounds", {"window": 2, "vec_bytes": 16384, "cq_depth": 6, "faults": 1},
               max_faults=3, max_states=1_200_000),
     Condition("chain_max >= chunks", lambda q: z3.UGE(z64(q.chain_max), q.chunks),
@@ -63,11 +107,11 @@ CONDITIONS: tuple[Condition, ...] = (
               {"gates_per_token": 1}),
 )
 
+
 def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
            ) -> z3.BoolRef:
     conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
     conds += [z3.Not(getattr(prm, f)) for f in VARIANT_FLAGS]          # the base protocol
-    conds.append(z3.Not(prm.big_gates))                                    # decode gates only
     if window_max is not None:
         conds.append(z3.ULE(prm.window, window_max))
     return z3.And(domain(prm), *conds)
@@ -76,8 +120,8 @@ def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
 def region_text(window_max: int | None = 256) -> str:
     w = f"2 <= window <= {window_max}" if window_max else "window >= 2"
     rest = ", ".join(c.name for c in CONDITIONS[1:])
-    return (f"{w}, chunks in {{1, 2}}, {rest}, any workload (ops < 2^61), faults 0 or 1 "
-            f"(decode gates, the base protocol)")
+    return (f"{w}, chunks in {{1, 2}}, {rest}, any workload of decode gates, drains and big "
+            f"gates (ops < 2^61), faults 0 or 1 (UC without wire loss, the base protocol)")
 
 
 @dataclass(frozen=True)
@@ -91,21 +135,87 @@ class RegionRow:
     counterexample: str = ""    # for a necessary condition: the run just outside it
     condition: str = ""         # the condition this row shows necessary ("" for a proof row)
     trace: Trace | None = None  # the executable spec's shortest run just outside
+    limit: bool = False         # a row of LIMITS: a transport outside the model
+    want: str = "proved"        # the verdict that settles the row ("violated" outside)
+
+    @property
+    def settled(self) -> bool:
+        return self.verdict == self.want
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A transport outside the model's scope (wire loss, RC), checked on the executable spec
+    alone: a shortest run to the invariant it breaks, or, where it breaks none, the fixpoint
+    of one small instance (every reachable state, runs of at most ``max_faults`` faults)."""
+
+    name: str
+    example: dict[str, int | str]
+    breaks: str | None
+    max_faults: int = 1
+    max_states: int = 1_000_000
+
+
+LIMITS: tuple[Limit, ...] = (
+    # UC has no recovery: a lost chunk shifts the pairing of every later chunk
+    Limit("wire loss over UC", {"wire_loss": 1, "faults": 1, "window": 2, "big_gates": 0},
+          "chunk_alignment"),
+    # RC retransmits, and when its retries run out fails the send, flushes what follows and
+    # the rank fails with a completion error: nothing lands out of place
+    Limit("wire loss over RC (decode gates, drains and big gates)",
+          {"qp_type": "rc", "wire_loss": 1, "faults": 1, "window": 2, "vec_bytes": 16384,
+           "ops": 2, "big_gates": 1, "big_depth": 2, "chain_max": 2}, None),
+)
+
+
+def limit_rows(progress: Callable[[str], None] | None = None,
+               limits: Sequence[Limit] = LIMITS) -> list[RegionRow]:
+    """Each limit: the spec's shortest run to the invariant it breaks (with its trace), or
+    the fixpoint of its instance (proved for that instance, or the first violation)."""
+    from verbspec.proofs.search import bounded_search
+    from verbspec.spec.gate.system import build
+
+    rows = []
+    for lim in limits:
+        system = build(lim.example)
+        where = f"{lim.name}: {lim.example}"
+        res = bounded_search(system, depth=1 << 30, target=lim.breaks, faults=True,
+                             max_faults=lim.max_faults, max_states=lim.max_states)
+        if res.violation is not None:
+            bad = res.violation
+            verdict = "violated"
+            note = (f"spec: shortest run with at most {lim.max_faults} fault, "
+                    f"{len(bad.trace) - 1} moves: {bad.message} (outside the model)")
+            invariant = bad.invariant
+        else:
+            verdict = "proved" if res.exhausted else "inconclusive"
+            note = (f"spec: every invariant in all {res.states} reachable states of the "
+                    f"instance (fixpoint at depth {res.depth}, runs of at most "
+                    f"{lim.max_faults} fault)" if res.exhausted else
+                    f"spec: no violation to depth {res.depth} ({res.states} states, budget "
+                    f"reached)")
+            invariant = "every invariant"
+        rows.append(RegionRow(invariant, where, verdict, res.seconds, note, lim.name,
+                              res.trace, limit=True,
+                              want="violated" if lim.breaks else "proved"))
+        if progress:
+            progress(f"{lim.name}: {verdict}")
+    return rows
 
 
 def region_table(*, window_max: int | None = 256,
                  progress: Callable[[str], None] | None = None) -> list[RegionRow]:
-    """Every invariant over the whole region (symbolic window, chunks, depths, slot period),
-    then, for each condition of the region, a counterexample just outside it: the shortest run
-    of the executable spec (breadth-first) that breaks the property the condition guards, with
-    every step checked against the model; and the model's own BMC, to the last rung where the
-    spec's run is short enough for it (the model's run replayed on the spec), else to the first
-    (the model has no shorter run either)."""
+    """Every invariant over the whole region (symbolic window, chunks, depths, slot period,
+    workloads with or without big gates), then, for each condition of the region, a
+    counterexample just outside it: the shortest run of the executable spec (breadth-first)
+    that breaks the property the condition guards, with every step checked against the model;
+    and the model's own BMC, to the last rung where the spec's run is short enough for it (the
+    model's run replayed on the spec), else to the first (the model has no shorter run
+    either). Last, the rows of LIMITS."""
     from verbspec.spec.gate.system import build
 
-    # the region is decode-only and the base protocol
-    prm = replace(fresh_params(), big_gates=z3.BoolVal(False),
-                  depth_mismatch=z3.BoolVal(False))
+    # the region is the base protocol (big gates or not)
+    prm = replace(fresh_params(), depth_mismatch=z3.BoolVal(False))
     text = region_text(window_max)
     found = houdini(prm, lambda q: region(q, window_max=window_max), (1, 2),
                     progress=progress)
@@ -124,7 +234,7 @@ def region_table(*, window_max: int | None = 256,
             notes.append(f"spec: {kind}, {run.moves} moves: {run.trace.message}; model "
                          f"admits every step: {run.admitted}")
             verdict = "violated" if run.admitted else "inconclusive"
-        system = build({**values, "big_gates": 0})
+        system = build(values)
         point = param_terms(params_of(system.params))
         # a run past the last rung cannot be found by the model's BMC: a shallow rung still
         # checks the model has no shorter run than the spec's
@@ -138,7 +248,8 @@ def region_table(*, window_max: int | None = 256,
         else:
             notes.append(f"model BMC: no run of <= {rungs[-1]} steps")
         rows.append(RegionRow(cond.breaks, where, verdict, time.perf_counter() - t0,
-                              "; ".join(notes), cond.name, run.trace if run else None))
+                              "; ".join(notes), cond.name, run.trace if run else None,
+                              want="violated"))
         if progress:
             progress(f"{cond.name}: {verdict}")
-    return rows
+    return rows + limit_rows(progress)
