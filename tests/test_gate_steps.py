@@ -227,6 +227,19 @@ def test_stray_warm_receive_variant_lifts_the_watermark_to_2_62():
     assert str(TAG_WARM) in e.value.message
 
 
+def test_without_warm_recv_leftover_only_a_warm_up_send_completion_outlives_warm_up():
+    # ds4's warm-up succeeds only after reaping its one warm receive; a send completion
+    # can be left behind (the attempt stops polling at the first one it sees)
+    for variants in ((), ("stray-warm-receive", "untagged-in-big-window")):
+        sys_ = build({"warm_recv_leftover": 0}, variants)
+        state = replay(sys_, moves(*ARMED), variants).steps[-1].state
+        offered = {args for a in sys_.actions if a.name == "stray_completion"
+                   for args in a.enabled(state)}
+        assert offered == {(0, "send"), (1, "send")}, variants
+        with pytest.raises(ValueError, match="stray_completion"):
+            run(sys_, *ARMED, ("stray_completion", 0, "recv"))
+
+
 def test_one_gate_per_token_lets_a_gate_land_on_unconsumed_data():
     # gates_per_token=1: every gate uses slot 0; the peer's next gate can land before the
     # application consumed this one

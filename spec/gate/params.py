@@ -59,6 +59,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("faults", int, 1,
               "1: crashes, error completions, timeouts, bad gate calls and warm-up leftovers "
               "are explored", lo=0, hi=1),
+    ParamSpec("warm_recv_leftover", int, 1,
+              "1: with faults, a warm-up receive completion (wr_id 1<<62) may outlive warm-up, "
+              "beside a warm-up send completion; 0: only a send completion may, as in ds4, whose "
+              "warm-up succeeds only after reaping its one warm receive", lo=0, hi=1),
     ParamSpec("wire_loss", int, 0, "1: the wire may lose messages (UC has no recovery)",
               lo=0, hi=1),
     ParamSpec("ops", int, 48, "workload: gate calls and big gates each rank makes", lo=1,
@@ -92,6 +96,7 @@ class GateConfig:
     qp_type: str
     unsignaled_completions: int
     faults: int
+    warm_recv_leftover: int
     wire_loss: int
     ops: int
     big_gates: int
