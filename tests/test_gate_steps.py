@@ -240,6 +240,23 @@ def test_without_warm_recv_leftover_only_a_warm_up_send_completion_outlives_warm
             run(sys_, *ARMED, ("stray_completion", 0, "recv"))
 
 
+def test_warm_up_send_leftovers_are_counted_per_rank_over_uc_and_absent_over_rc():
+    def offered(values, steps):
+        sys_ = build(values)
+        state = replay(sys_, moves(*steps)).steps[-1].state
+        return {args for a in sys_.actions if a.name == "stray_completion"
+                for args in a.enabled(state)}
+
+    three = {"warm_send_leftovers": 3, "warm_recv_leftover": 0}
+    strays = [("stray_completion", 0, "send")] * 3
+    assert offered(three, ARMED) == {(0, "send"), (1, "send")}
+    assert offered(three, (*ARMED, *strays[:2])) == {(0, "send"), (1, "send")}
+    assert offered(three, (*ARMED, *strays)) == {(1, "send")}
+    # RC's warm-up reaps its one send completion before it succeeds
+    assert offered({**three, "qp_type": "rc"}, ARMED) == set()
+    assert offered({"qp_type": "rc"}, ARMED) == {(0, "recv"), (1, "recv")}
+
+
 def test_one_gate_per_token_lets_a_gate_land_on_unconsumed_data():
     # gates_per_token=1: every gate uses slot 0; the peer's next gate can land before the
     # application consumed this one

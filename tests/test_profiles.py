@@ -43,6 +43,7 @@ def test_ds4_v14_reports_each_invariant_with_the_variant_each_trace_needs(tmp_pa
     assert doc["variants"] == {"gate": list(PROFILES[0].variants)}
     assert doc["params"]["cq_depth"] == 512           # ds4's CQ, the profile's parameter
     assert doc["params"]["warm_recv_leftover"] == 0   # ds4's warm-up reaps its receive
+    assert doc["params"]["warm_send_leftovers"] == 20  # but maybe none of its 20 sends
     rows = {r["invariant"]: r for r in doc["results"]}
     assert list(rows) == list(INVARIANTS)
     violated = {n for n, r in rows.items() if r["verdict"] == "violated"}
@@ -105,7 +106,7 @@ def test_profiles_lists_each_member_with_where_the_implementation_does_it(capsys
     assert row["name"] == "ds4-v14" and row["protocol"] == "gate"
     assert [v["name"] for v in row["variants"]] == list(PROFILES[0].variants)
     assert all("ds4_tp.c" in v["where"] for v in row["variants"])
-    assert row["params"] == ["cq_depth=512", "warm_recv_leftover=0"]
+    assert row["params"] == ["cq_depth=512", "warm_send_leftovers=20", "warm_recv_leftover=0"]
     assert main(["profiles"]) == 0
     out = capsys.readouterr().out
     assert "--param cq_depth=512" in out and "--param warm_recv_leftover=0" in out

@@ -334,8 +334,8 @@ def _completions_behind(s: State, prm: Params, r: int) -> z3.BoolRef:
                   z3.ULE(z64(me.gate_send_cqes), c2), z3.ULE(z64(me.gate_recv_cqes), c2),
                   z3.ULE(z64(me.gate_sends_queued), c2),
                   z3.ULE(z64(me.gate_recvs_posted), times_c(prm, prm.window)),
-                  # at most one leftover of each kind and one injected error completion
-                  z3.ULE(me.warm_cqes, me.strays_used), z3.ULE(me.strays_used, 2),
+                  # at most the leftovers the faults may hand a rank, one injected error
+                  z3.ULE(me.warm_cqes, me.strays_used), z3.ULE(me.strays_used, prm.leftovers),
                   z3.ULE(me.error_cqes, z3.If(me.error_injected, z3.BitVecVal(1, 8),
                                             z3.BitVecVal(0, 8))))
 
@@ -470,7 +470,7 @@ def _cq_budget(s: State, prm: Params, r: int, room: bool = False) -> z3.BoolRef:
     core = (me.gate_send_cqes + me.gate_recv_cqes + me.dummy_send_cqes + me.dummy_recv_cqes
             + me.big_send_cqes + me.big_recv_cqes + sq_total(s, r) + me.gate_recvs_posted
             + me.staging_recvs_posted)
-    reserve = z3.If(prm.faults, z3.ZeroExt(24, me.warm_cqes) + 2
+    reserve = z3.If(prm.faults, z3.ZeroExt(24, me.warm_cqes) + z3.ZeroExt(24, prm.leftovers)
                     - z3.ZeroExt(24, me.strays_used) + z3.ZeroExt(24, me.error_cqes)
                     + z3.If(me.error_injected, bv(0), bv(1)), bv(0))
     wins = eph_in(s, r, *WINDOWS)

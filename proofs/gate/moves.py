@@ -601,7 +601,7 @@ def stray_completion(s: State, prm: Params, r: int, choice: Choices) -> Move:
     upd.rank[r].strays_used = me.strays_used + 1
     upd.rank[r].warm_cqes, upd.rank[r].cq_overflow = push_cqe(s, prm, r, me.warm_cqes)
     return upd.move(z3.And(prm.faults, alive(s, r), me.phase != INIT,
-                           z3.ULT(me.strays_used, 2)))
+                           z3.ULT(me.strays_used, prm.leftovers)))
 
 
 def lose(s: State, prm: Params, r: int, choice: Choices) -> Move:

@@ -13,14 +13,18 @@ from verbspec.spec.gate.params import MAX_CQ, MAX_QUEUE, PARAMS, GateConfig
 
 BIG_DEPTH_MAX = next(p.hi for p in PARAMS if p.name == "big_depth")
 
+LEFTOVERS_MAX = (next(p.hi for p in PARAMS if p.name == "warm_send_leftovers")
+                 + next(p.hi for p in PARAMS if p.name == "warm_recv_leftover"))
+
 DOMAIN = ("1 <= chunks <= 2, 1 <= window <= 2^20, receive and send depths and chain_max "
           "<= 2^15, cq_depth <= 2^22, big-gate window cap and send depth <= 256, "
-          "1 <= ops < 2^61")
+          f"1 <= ops < 2^61, warm-up leftovers <= {LEFTOVERS_MAX}")
 
 
 def domain(prm: Params) -> z3.BoolRef:
     """What every parameter value satisfies: the spec's own bounds (spec/gate/params.py:
-    MAX_QUEUE, MAX_CQ, big_depth <= 256), and sizes the model assumes."""
+    MAX_QUEUE, MAX_CQ, big_depth <= 256, the warm-up leftovers), and sizes the model
+    assumes."""
     bounds = ((prm.rq_depth, MAX_QUEUE), (prm.sq_depth, MAX_QUEUE), (prm.chain_max, MAX_QUEUE),
               (prm.cq_depth, MAX_CQ), (prm.big_cap, BIG_DEPTH_MAX),
               (prm.big_send_depth, BIG_DEPTH_MAX))
@@ -29,7 +33,8 @@ def domain(prm: Params) -> z3.BoolRef:
                   z3.ULE(prm.slot_period, 1 << 32),
                   z3.UGE(prm.ops, 1), z3.ULT(prm.ops, OPS_LIMIT),
                   *(z3.And(z3.UGE(d, 1), z3.ULE(d, hi)) for d, hi in bounds),
-                  z3.ULE(prm.big_send_depth, prm.sq_depth))
+                  z3.ULE(prm.big_send_depth, prm.sq_depth),
+                  z3.ULE(prm.leftovers, LEFTOVERS_MAX))
 
 
 def slot_period(cfg: GateConfig) -> int:
@@ -51,6 +56,7 @@ def params_of(cfg: GateConfig, variants: Iterable[str] = ()) -> Params:
                   chain_max=cfg.chain_max, ops=cfg.ops, big_gates=cfg.big_gates,
                   big_cap=min(cfg.big_depth, max(1, cfg.staging_bytes // cfg.max_msg)),
                   big_send_depth=cfg.big_send_depth(), faults=cfg.faults,
+                  leftovers=cfg.warm_leftovers,
                   **{f: int(f in flags) for f in VARIANT_FLAGS})
 
 

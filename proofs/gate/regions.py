@@ -54,6 +54,11 @@ def _cq_need(q: Params) -> z3.BitVecRef:
     return z3.If(q.big_gates, umax(_c(q, 4), umax(_drain_cq(q), _big_cq(q))), _c(q, 4))
 
 
+def _spare(q: Params) -> z3.BitVecRef:
+    """What faults can add to a full CQ: the warm-up leftovers and one error completion."""
+    return z3.ZeroExt(24, q.leftovers) + 1
+
+
 def _with_big(q: Params, claim: z3.BoolRef) -> z3.BoolRef:
     return z3.Implies(q.big_gates, claim)
 
@@ -93,11 +98,13 @@ CONDITIONS: tuple[Condition, ...] = (
               lambda q: _outside_big(q, q.cq_depth + 1 == _big_cq(q)), "queue_bounds",
               {"window": 2, "vec_bytes": 16384, "cq_depth": 7, "big_gates": 1,
                "big_depth": 4}),
-    # two warm-up leftovers and an injected error completion on top of a full CQ; the
-    # shortest run needs all three faults, hence the larger breadth-first budget
-    Condition("cq_depth >= 3 + the largest of the three above with faults",
-              lambda q: z3.Implies(q.faults, z3.UGE(q.cq_depth, _cq_need(q) + 3)),
-              lambda q: z3.And(q.faults, q.cq_depth + 1 == _cq_need(q) + 3),
+    # the warm-up leftovers and an injected error completion on top of a full CQ; at the
+    # example's two leftovers the shortest run needs three faults, hence the larger
+    # breadth-first budget
+    Condition("cq_depth >= leftovers + 1 + the largest of the three above with faults "
+              "(leftovers: warm_send_leftovers over UC, plus warm_recv_leftover)",
+              lambda q: z3.Implies(q.faults, z3.UGE(q.cq_depth, _cq_need(q) + _spare(q))),
+              lambda q: z3.And(q.faults, q.cq_depth + 1 == _cq_need(q) + _spare(q)),
               "queue_bounds", {"window": 2, "vec_bytes": 16384, "cq_depth": 6, "faults": 1},
               max_faults=3, max_states=1_200_000),
     Condition("chain_max >= chunks", lambda q: z3.UGE(z64(q.chain_max), q.chunks),

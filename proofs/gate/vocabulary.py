@@ -93,7 +93,7 @@ class Rank(Generic[V]):
     phase_at_death: V = bits(8, "the phase a dead rank died in (0 while alive)")
     warm_cqes: V = bits(8, "warm-up leftovers in the CQ")
     error_cqes: V = bits(8, "injected error completions in the CQ")
-    strays_used: V = bits(8, "warm-up leftovers injected (at most two)")
+    strays_used: V = bits(8, "warm-up leftovers injected (at most the leftovers parameter)")
     error_injected: V = bits(0, "the one injected error completion was used")
     ops_done: V = bits(64, "ops of the workload done")
     big_chunks: V = bits(32, "the size of the rank's current or last big gate")
@@ -251,6 +251,7 @@ class Params(Generic[V]):
     signal_last_only: V = bits(0, "variant signal-last-only")
     depth_mismatch: V = bits(0, "variant depth-mismatch")
     faults: V = bits(0, "fault actions are explored")
+    leftovers: V = bits(8, "warm-up leftover completions the faults may hand a rank")
 
     @staticmethod
     def build(make: Callable[[str, int], Any]) -> Params:

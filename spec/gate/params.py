@@ -59,6 +59,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("faults", int, 1,
               "1: crashes, error completions, timeouts, bad gate calls and warm-up leftovers "
               "are explored", lo=0, hi=1),
+    ParamSpec("warm_send_leftovers", int, 1,
+              "with faults, over UC: warm-up send completions (wr_id 1<<62) that may outlive "
+              "warm-up, per rank (ds4's warm-up posts a send per attempt, up to 20, and stops "
+              "polling at the first send completion it sees; over RC it reaps its one send, "
+              "so none)", lo=0, hi=20),
     ParamSpec("warm_recv_leftover", int, 1,
               "1: with faults, a warm-up receive completion (wr_id 1<<62) may outlive warm-up, "
               "beside a warm-up send completion; 0: only a send completion may, as in ds4, whose "
@@ -96,10 +101,16 @@ class GateConfig:
     qp_type: str
     unsignaled_completions: int
     faults: int
+    warm_send_leftovers: int
     warm_recv_leftover: int
     wire_loss: int
     ops: int
     big_gates: int
+
+    @property
+    def warm_leftovers(self) -> int:
+        """Warm-up leftover completions the fault model may hand one rank."""
+        return self.warm_send_leftovers * (self.qp_type == "uc") + self.warm_recv_leftover
 
     @property
     def chunks(self) -> int:

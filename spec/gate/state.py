@@ -113,7 +113,7 @@ class Rank:
     held: tuple[Held, ...] = ()
     arrived: int = 0                # highest gate whose whole vector landed here, aligned
     sent_seq: int = 0               # highest gate this rank has posted a send for
-    strays: frozenset[str] = frozenset()   # warm-up leftovers already seen
+    strays: tuple[str, ...] = ()    # warm-up leftovers handed to this rank, sorted by kind
     faults_used: frozenset[str] = frozenset()
     died_in: str = ""               # the phase the rank failed or crashed in
 

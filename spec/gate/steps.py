@@ -667,29 +667,29 @@ class GateSpec:
         return s, self._obs(s, r)
 
     def en_stray_completion(self, s: GateState):
-        """Warm-up leftovers: setup's warm-up exchange (wr_id 1<<62) completing late. A send
-        completion can (ds4 stops polling once it has the receive and one send completion);
-        a receive completion only with ``warm_recv_leftover``: ds4's warm-up succeeds only
-        after reaping its one warm receive."""
-        kinds = []
-        if self.cfg.faults or STRAY_SEND_COMPLETION.on(self.v):
-            kinds.append("send")
-        if self.cfg.warm_recv_leftover and (self.cfg.faults or STRAY_WARM_RECEIVE.on(self.v)
-                                            or UNTAGGED_IN_BIG_WINDOW.on(self.v)):
-            kinds.append("recv")
+        """Warm-up leftovers: setup's warm-up exchange (wr_id 1<<62) completing late. Over UC
+        up to ``warm_send_leftovers`` send completions (ds4 posts a send per attempt and stops
+        polling at the first send completion it sees); over RC none (its warm-up reaps its
+        one send). A receive completion only with ``warm_recv_leftover``: ds4's warm-up
+        succeeds only after reaping its one warm receive."""
+        c = self.cfg
+        sends = (c.faults or STRAY_SEND_COMPLETION.on(self.v)) and c.qp_type == "uc"
+        recvs = c.warm_recv_leftover and (c.faults or STRAY_WARM_RECEIVE.on(self.v)
+                                          or UNTAGGED_IN_BIG_WINDOW.on(self.v))
         for r in (0, 1):
             rk = s.ranks[r]
             if rk.alive and rk.phase != INIT:
-                for k in kinds:
-                    if k not in rk.strays:
-                        yield (r, k)
+                if sends and rk.strays.count("send") < c.warm_send_leftovers:
+                    yield (r, "send")
+                if recvs and "recv" not in rk.strays:
+                    yield (r, "recv")
 
     @action("rank", "kind", guard=en_stray_completion, fault=True)
     def do_stray_completion(self, s: GateState, r: int, kind: str):
         cqe = fb.CQE(kind, TAG_WARM, fb.ST_OK, 1, Payload("warm", r, 0, 0))
         qp = fb.push_cqe(s.fabric.qps[r], cqe, self.cfg.cq_depth)
         s = evolve(s, fabric=fb.set_qp(s.fabric, r, qp))
-        s = self._put(s, r, strays=s.ranks[r].strays | {kind})
+        s = self._put(s, r, strays=tuple(sorted(s.ranks[r].strays + (kind,))))
         return s, self._obs(s, r)
 
     def en_lose(self, s: GateState):
