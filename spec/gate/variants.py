@@ -94,7 +94,7 @@ DS4_V14 = Profile(
     ),
     # ds4's CQ has 512 entries (ds4_tp.c 945, 1114), three fewer than the spec's default;
     # its warm-up over UC posts a send in each of up to 20 attempts and may leave all their
-    # completions unreaped (ds4_tp.c 1035-1062), but succeeds only once its one warm receive
+    # completions unreaped (ds4_tp.c 1043-1062), but succeeds only once its one warm receive
     # is reaped (1076, 1091)
     params=("cq_depth=512", "warm_send_leftovers=20", "warm_recv_leftover=0"))
 
