@@ -101,11 +101,10 @@ CONDITIONS: tuple[Condition, ...] = (
               lambda q: _outside_big(q, q.cq_depth + 1 == _big_cq(q)), "queue_bounds",
               {"window": 2, "vec_bytes": 16384, "cq_depth": 7, "big_gates": 1,
                "big_depth": 4}),
-    # the warm-up leftovers and an injected error completion on top of a full CQ; at the
-    # example's two leftovers the shortest run needs three faults, hence the larger
-    # breadth-first budget
-    Condition("cq_depth >= leftovers + 1 + the largest of the three above with faults "
-              "(leftovers: warm_send_leftovers over UC, plus warm_recv_leftover)",
+    # the warm-up leftovers (warm_send_leftovers over UC, plus warm_recv_leftover) and an
+    # injected error completion on top of a full CQ; at the example's two leftovers the
+    # shortest run needs three faults, hence the larger breadth-first budget
+    Condition("cq_depth >= leftovers + 1 + the largest of the three above with faults",
               lambda q: z3.Implies(q.faults, z3.UGE(q.cq_depth, _cq_need(q) + _spare(q))),
               lambda q: z3.And(q.faults, q.cq_depth + 1 == _cq_need(q) + _spare(q)),
               "queue_bounds", {"window": 2, "vec_bytes": 16384, "cq_depth": 6, "faults": 1},
