@@ -11,10 +11,14 @@ import z3
 from verbspec.proofs.gate.vocabulary import ENCODED_VARIANTS, OPS_LIMIT, VARIANT_FLAGS, Params
 from verbspec.spec.gate.params import MAX_CQ, MAX_QUEUE, PARAMS, GateConfig
 
-BIG_DEPTH_MAX = next(p.hi for p in PARAMS if p.name == "big_depth")
 
-LEFTOVERS_MAX = (next(p.hi for p in PARAMS if p.name == "warm_send_leftovers")
-                 + next(p.hi for p in PARAMS if p.name == "warm_recv_leftover"))
+def _upper(name: str) -> int:
+    """The spec's upper bound on parameter ``name``."""
+    return next(p.hi for p in PARAMS if p.name == name)
+
+
+BIG_DEPTH_MAX = _upper("big_depth")
+LEFTOVERS_MAX = _upper("warm_send_leftovers") + _upper("warm_recv_leftover")
 
 DOMAIN = ("1 <= chunks <= 2, 1 <= window <= 2^20, receive and send depths and chain_max "
           "<= 2^15, cq_depth <= 2^22, big-gate window cap and send depth <= 256, "
