@@ -47,6 +47,7 @@ class GateImpl(Protocol):
     def setup(self) -> Emitted: ...
     def call_gate(self, layer: int, gate: int, seq: int) -> Emitted: ...
     def call_big(self, chunks: int) -> Emitted: ...
+    def call_block(self) -> Emitted: ...
     def consume(self) -> Emitted: ...
     def advance(self) -> Emitted: ...
     def tcp_read(self, item: TcpItem) -> Emitted: ...
@@ -68,14 +69,15 @@ def reference(cfg: GateConfig, rank: int, grant: int) -> GateEngine:
 
 CALLS = {name_of(GateSpec.do_call_gate), name_of(GateSpec.do_bad_call)}
 READS = {name_of(f) for f in (GateSpec.do_barrier_read, GateSpec.do_big_header_read,
-                              GateSpec.do_big_barrier_read)}
+                              GateSpec.do_big_barrier_read, GateSpec.do_block_header_read,
+                              GateSpec.do_block_barrier_read)}
 # steps of the fabric, and faults that only put an entry in a CQ: no rank acts
 WORLD = {name_of(f) for f in (GateSpec.do_transmit, GateSpec.do_deliver, GateSpec.do_lose,
                               GateSpec.do_error_completion, GateSpec.do_stray_completion)}
-SETUP, CALL_BIG, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
-    name_of(f) for f in (GateSpec.do_setup, GateSpec.do_call_big, GateSpec.do_consume,
-                         GateSpec.do_reap, GateSpec.do_timeout, GateSpec.do_peer_gone,
-                         GateSpec.do_crash))
+SETUP, CALL_BIG, CALL_BLOCK, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
+    name_of(f) for f in (GateSpec.do_setup, GateSpec.do_call_big, GateSpec.do_call_block,
+                         GateSpec.do_consume, GateSpec.do_reap, GateSpec.do_timeout,
+                         GateSpec.do_peer_gone, GateSpec.do_crash))
 CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
 FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
 SHRINK_SECONDS = 30.0    # the longest a mismatching random run is reduced for
@@ -145,6 +147,8 @@ def call_of(pre: GateState, name: str, args: tuple, obs: Observation) -> Call | 
         return Call(rank, GateImpl.call_gate.__name__, tuple(args[1:]))
     if name == CALL_BIG:
         return Call(rank, GateImpl.call_big.__name__, (args[1],))
+    if name == CALL_BLOCK:
+        return Call(rank, GateImpl.call_block.__name__)
     if name == CONSUME:
         return Call(rank, GateImpl.consume.__name__)
     if name in READS:
@@ -619,6 +623,22 @@ LOSS_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
       "wire_loss": 1, "qp_type": "rc"}, 1),
 )
 
+# verify blocks are outside the model's scope too: swept after the lossy wire, two-layer
+# blocks beside decode gates (a drain before each block that follows one) and beside big
+# gates, with every fault action, with two rows a layer, and alone with two-chunk vectors
+BLOCK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 3, "big_gates": 0, "faults": 0,
+      "verify_blocks": 1}, 0),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 1,
+      "big_depth": 2, "faults": 0, "verify_blocks": 1}, 0),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 1,
+      "verify_blocks": 1}, 1),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0, "faults": 0,
+      "verify_blocks": 1, "block_rows": 2}, 0),
+    ({"window": 2, "vec_bytes": 24576, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 0,
+      "verify_blocks": 1}, 0),
+)
+
 
 def new_sweep() -> dict[str, Any]:
     """An exhaustive run's totals, before its first configuration (``depth``: the deepest
@@ -665,7 +685,8 @@ def conform_every_edge(factory: Factory, impl: str,
                        keep_going: bool = False, depth: int | None = None) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
-    fault action) and of LOSS_CONFIGS (a lossy wire), each executed once in lockstep, then
+    fault action), of LOSS_CONFIGS (a lossy wire) and of BLOCK_CONFIGS (verify blocks), each
+    executed once in lockstep, then
     every path of up to ``depth`` (default PATH_DEPTH) steps of PATH_CONFIGS; stops at the
     first mismatch (with ``keep_going``: a configuration's sweep or walk stops there, and the
     next one runs)."""
@@ -674,7 +695,7 @@ def conform_every_edge(factory: Factory, impl: str,
 
     t0 = time.perf_counter()
     base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
-    base += LOSS_CONFIGS
+    base += LOSS_CONFIGS + BLOCK_CONFIGS
     out = Report(impl, "gate", sweep=new_sweep())
     for values, faults in base:
         system = build(values)

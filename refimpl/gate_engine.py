@@ -2,13 +2,14 @@
 I/O in the manner of h11.
 
 The engine never touches a queue pair or a socket. Each call is one protocol step: it takes an
-application call (``call_gate``, ``call_big``, ``consume``), an input (``tcp_read`` with the
-item a read returned, ``completions`` with what a poll returned, ``timeout``, ``peer_closed``)
-or, for a step of its own, ``advance``; it returns what the rank does in that step as
-``Emitted``: receive and send work requests to post (wr_id, region, offset, length, signaled),
-TCP items to write, the result of the call (ds4's error text, or "") and log lines. ``view()``
-is its abstract state in the spec's vocabulary (phase, watermark, window flag, outstanding
-sends, error), which is what the conformance harness compares after every step.
+application call (``call_gate``, ``call_big``, ``call_block``, ``consume``), an input
+(``tcp_read`` with the item a read returned, ``completions`` with what a poll returned,
+``timeout``, ``peer_closed``) or, for a step of its own, ``advance``; it returns what the rank
+does in that step as ``Emitted``: receive and send work requests to post (wr_id, region,
+offset, length, signaled), TCP items to write, the result of the call (ds4's error text, or
+"") and log lines. ``view()`` is its abstract state in the spec's vocabulary (phase,
+watermark, window flag, outstanding sends, error), which is what the conformance harness
+compares after every step.
 
 It is written from the protocol, not from the spec's code: it imports only the configuration
 (parameters and their derived sizes), the wire constants, the phase names and ds4's error
@@ -34,6 +35,15 @@ from verbspec.spec.gate.state import (
     BIG_MAGIC,
     BIG_POST,
     BIG_XFER,
+    BLOCK_BAR_READ,
+    BLOCK_BAR_SEND,
+    BLOCK_BARRIER,
+    BLOCK_END,
+    BLOCK_HDR_READ,
+    BLOCK_HDR_SEND,
+    BLOCK_POST,
+    BLOCK_SEND,
+    BLOCK_WAIT,
     CRASHED,
     DRAIN_POST,
     DRAIN_WAIT,
@@ -46,12 +56,13 @@ from verbspec.spec.gate.state import (
     WAIT,
     WINDOW_BARRIER,
 )
-from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, TcpItem
+from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_MASK, TAG_WARM, TcpItem
 
 WC_SUCCESS = 0          # ibv_wc_status IBV_WC_SUCCESS
-DECODE_POLL = 16        # ibv_wc entries per poll: a decode gate's wait
+DECODE_POLL = 16        # ibv_wc entries per poll: a decode gate's wait and a verify block's
 BIG_POLL = 64           # ... a big-gate window's
-CHUNK_REGIONS = ("in", "out")   # regions addressed in vector strides; the rest in chunks
+# regions addressed in vector strides (decode slots, verify-block rows); the rest in chunks
+VECTOR_REGIONS = ("in", "out", "blk", "bout")
 
 
 # what a driver does next (GateEngine.next_step)
@@ -60,8 +71,11 @@ _DRIVER_STEP = {
     INIT: SETUP, IDLE: CALL, HOLD: CALL, FAILED: DEAD, CRASHED: DEAD,
     ARM_POST: ADVANCE, ARM_BAR_SEND: ADVANCE, SEND: ADVANCE, BIG_HDR_SEND: ADVANCE,
     DRAIN_POST: ADVANCE, BIG_BEGIN: ADVANCE, BIG_POST: ADVANCE, BIG_BAR_SEND: ADVANCE,
-    ARM_BAR_READ: READ, BIG_HDR_READ: READ, BIG_BAR_READ: READ,
+    BLOCK_HDR_SEND: ADVANCE, BLOCK_POST: ADVANCE, BLOCK_BAR_SEND: ADVANCE, BLOCK_SEND: ADVANCE,
+    ARM_BAR_READ: READ, BIG_HDR_READ: READ, BIG_BAR_READ: READ, BLOCK_HDR_READ: READ,
+    BLOCK_BAR_READ: READ,
 }
+CQ_WAITS = (WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END)
 
 
 class EngineError(Exception):
@@ -71,7 +85,7 @@ class EngineError(Exception):
 @dataclass(frozen=True)
 class WorkRequest:
     wr_id: int
-    buf: str            # "in" | "out" | "stage"
+    buf: str            # "in" | "out" | "stage" | "blk" | "bout"
     offset: int         # bytes into the region
     length: int
     signaled: bool = True
@@ -131,6 +145,11 @@ class GateEngine:
     big_recvd: set[int] = field(default_factory=set)
     big_send_done: int = 0
     barrier_tag: int = 0
+    in_block: bool = False          # the application's verify block is in progress
+    block_active: bool = False      # its receives are armed (after the drain)
+    block_layer: int = 0
+    block_posted: int = 0
+    block_recv_done: int = 0
 
     def __post_init__(self) -> None:
         self.grant = self.grant or self.cfg.rq_depth
@@ -153,6 +172,10 @@ class GateEngine:
             done = (self.drain_recvs >= n and self.drain_sends >= n
                     and not self.send_outstanding)
             return ADVANCE if done else POLL
+        if self.phase == BLOCK_WAIT:
+            return ADVANCE if self._layer_arrived() else POLL
+        if self.phase == BLOCK_END:
+            return ADVANCE if self._block_complete() else POLL
         # BIG_XFER: sends to post, or the window complete
         c = self.cfg
         room = min(c.chain_max, self.big_win - self.big_sent,
@@ -175,7 +198,7 @@ class GateEngine:
 
     def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int) -> WorkRequest:
         """A signaled work request (the protocol signals every one)."""
-        stride = self.cfg.vec_bytes if buf in CHUNK_REGIONS else self.cfg.max_msg
+        stride = self.cfg.vec_bytes if buf in VECTOR_REGIONS else self.cfg.max_msg
         return WorkRequest(wr_id, buf, slot * stride + offset, length)
 
     def _gate_chain(self, buf: str, seq: int, last_only_tagged: bool) -> tuple[WorkRequest, ...]:
@@ -214,6 +237,15 @@ class GateEngine:
         self.phase = BIG_HDR_SEND
         return Emitted()
 
+    def call_block(self) -> Emitted:
+        """ds4_tp_batch_block_begin(rows, layers), with the header exchange that brings both
+        ranks to the drain together (ds4 drains at once)."""
+        self._need(IDLE)
+        self.in_block = True
+        self.block_layer = self.block_posted = self.block_recv_done = 0
+        self.phase = BLOCK_HDR_SEND
+        return Emitted()
+
     def consume(self) -> Emitted:
         """The application has read the gate's in-slot."""
         self._need(HOLD)
@@ -227,7 +259,11 @@ class GateEngine:
                 WAIT: self._gate_done, BIG_HDR_SEND: self._write_header,
                 DRAIN_POST: self._post_dummies, DRAIN_WAIT: self._drain_done,
                 BIG_BEGIN: self._begin_window, BIG_POST: self._post_staging,
-                BIG_BAR_SEND: self._big_barrier, BIG_XFER: self._big_progress}.get(self.phase)
+                BIG_BAR_SEND: self._big_barrier, BIG_XFER: self._big_progress,
+                BLOCK_HDR_SEND: self._write_block_header, BLOCK_POST: self._arm_block,
+                BLOCK_BAR_SEND: self._block_barrier, BLOCK_SEND: self._block_gate,
+                BLOCK_WAIT: self._block_layer_done, BLOCK_END: self._end_block,
+                }.get(self.phase)
         if step is None:
             raise EngineError(f"the engine has no step of its own in phase {self.phase}")
         return step()
@@ -279,7 +315,8 @@ class GateEngine:
                               f"{self.drain_sends}/{n} sends, {self.send_outstanding} "
                               f"outstanding)")
         self.recv_done, self.window_active = self.last_gate_seq, False
-        self.phase = BIG_BEGIN      # a drain starts only once the big-gate header is read
+        # a drain starts only once the big-gate or verify-block header is read
+        self.phase = BLOCK_POST if self.in_block else BIG_BEGIN
         return Emitted()
 
     def _begin_window(self) -> Emitted:
@@ -333,14 +370,105 @@ class GateEngine:
         self.phase = IDLE if self.big_base >= self.big_chunks else BIG_BEGIN
         return Emitted()
 
+    # ------------------------------------------------------------------ verify block
+    def _write_block_header(self) -> Emitted:
+        self.phase = BLOCK_HDR_READ
+        c = self.cfg
+        return Emitted(tcp_out=(TcpItem("block", c.block_layers, c.block_rows),))
+
+    def _block_rows(self, region: str, layer: int, receive: bool) -> tuple[WorkRequest, ...]:
+        """A layer's rows, one WR per chunk. A receive tags a row's last chunk with
+        BLOCK | (row + 1), row counted through the block, and its other chunks 0; every send
+        carries BLOCK | 1."""
+        c, last = self.cfg, self.chunks - 1
+        out = []
+        for row in range(layer * c.block_rows, (layer + 1) * c.block_rows):
+            tag = TAG_BLOCK | (row + 1) if receive else TAG_BLOCK | 1
+            for k in range(self.chunks):
+                wr_id = tag if k == last or not receive else 0
+                out.append(self._wr(wr_id, region, row, k * c.max_msg, c.chunk_len(k)))
+        return tuple(out)
+
+    def _post_layer(self, layer: int) -> tuple[tuple[WorkRequest, ...], str]:
+        """A layer's receives, or, when they outnumber the receive depth, none and ds4's
+        silent failure."""
+        if self.cfg.block_wrs > self.grant:
+            return (), errors.BLOCK_RECV_DEPTH(layer=layer, wrs=self.cfg.block_wrs,
+                                               depth=self.grant)
+        self.block_posted = layer + 1
+        return self._block_rows("blk", layer, receive=True), ""
+
+    def _arm_block(self) -> Emitted:
+        recvs, failure = self._post_layer(0)
+        if failure:
+            return self._fail(failure)
+        self.block_active = True
+        self.phase = BLOCK_BAR_SEND
+        return Emitted(recvs=recvs)
+
+    def _block_barrier(self) -> Emitted:
+        self.phase = BLOCK_BAR_READ
+        return Emitted(tcp_out=(TcpItem("byte", BLOCK_BARRIER),))
+
+    def _block_gate(self) -> Emitted:
+        """A layer's batch gate: the next layer's receives first, then this layer's sends."""
+        c, layer = self.cfg, self.block_layer
+        recvs: tuple[WorkRequest, ...] = ()
+        if layer + 1 < c.block_layers:
+            recvs, failure = self._post_layer(layer + 1)
+            if failure:
+                return self._fail(failure)
+        if c.block_wrs > self.grant // 2 or c.block_wrs > c.sq_depth:
+            self.phase, self.error = FAILED, errors.BLOCK_SEND_DEPTH(
+                layer=layer, wrs=c.block_wrs, half=self.grant // 2, sq_depth=c.sq_depth)
+            return Emitted(recvs=recvs, result=self.error)
+        sends = self._block_rows("bout", layer, receive=False)
+        self.send_outstanding += len(sends)
+        self.phase = BLOCK_WAIT
+        return Emitted(recvs=recvs, sends=sends)
+
+    def _layer_arrived(self) -> bool:
+        return self.block_recv_done >= (self.block_layer + 1) * self.cfg.block_rows
+
+    def _block_complete(self) -> bool:
+        c = self.cfg
+        return (self.block_recv_done >= c.block_layers * c.block_rows
+                and not self.send_outstanding)
+
+    def _block_layer_done(self) -> Emitted:
+        if not self._layer_arrived():
+            raise EngineError(f"verify-block layer {self.block_layer} has not arrived "
+                              f"({self.block_recv_done} rows)")
+        if self.block_layer + 1 < self.cfg.block_layers:
+            self.block_layer += 1
+            self.phase = BLOCK_SEND
+        else:
+            self.phase = BLOCK_END
+        return Emitted()
+
+    def _end_block(self) -> Emitted:
+        if not self._block_complete():
+            raise EngineError(f"the verify block is not over ({self.block_recv_done} rows, "
+                              f"{self.send_outstanding} sends outstanding)")
+        self.in_block = self.block_active = False
+        self.phase = IDLE
+        return Emitted()
+
     # ------------------------------------------------------------------ inputs
     def tcp_read(self, item: TcpItem) -> Emitted:
         """What a read of the TCP side channel returned, in a phase that reads it."""
-        self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ)
+        self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ, BLOCK_BAR_READ)
+        first = item.value if item.kind == "byte" else HEADER_MAGIC & 0xFF
+        if self.phase == BLOCK_BAR_READ:
+            if item.kind != "byte" or item.value != BLOCK_BARRIER:
+                return self._fail(errors.WINDOW_BARRIER_MISMATCH(got=first, want=BLOCK_BARRIER))
+            self.phase = BLOCK_SEND
+            return Emitted()
+        if self.phase == BLOCK_HDR_READ:
+            return self._read_block_header(item)
         if self.phase == ARM_BAR_READ:
             if item.kind != "byte" or item.value != WINDOW_BARRIER:
-                got = item.value if item.kind == "byte" else HEADER_MAGIC & 0xFF
-                return self._fail(errors.WINDOW_BARRIER_MISMATCH(got=got, want=WINDOW_BARRIER))
+                return self._fail(errors.WINDOW_BARRIER_MISMATCH(got=first, want=WINDOW_BARRIER))
             self.window_active, self.phase = True, SEND
             return Emitted()
         if self.phase == BIG_BAR_READ:
@@ -350,9 +478,20 @@ class GateEngine:
             return Emitted()
         return self._read_header(item)
 
+    def _read_block_header(self, item: TcpItem) -> Emitted:
+        c = self.cfg
+        if item.kind != "block":
+            return self._fail(errors.BLOCK_HEADER_MISFRAMED(item=_described(item)))
+        if (item.value, item.chunks) != (c.block_layers, c.block_rows):
+            return self._fail(errors.BLOCK_HEADER_MISMATCH(
+                layers=c.block_layers, rows=c.block_rows, peer_layers=item.value,
+                peer_rows=item.chunks))
+        self.phase = DRAIN_POST if self.window_active else BLOCK_POST
+        return Emitted()
+
     def _read_header(self, item: TcpItem) -> Emitted:
         if item.kind != "header":
-            return self._fail(errors.BIG_HEADER_MISFRAMED(item=f"byte 0x{item.value:02x}"))
+            return self._fail(errors.BIG_HEADER_MISFRAMED(item=_described(item)))
         if item.value != self.big_no:
             return self._fail(errors.BIG_DESYNC(got_layer=BIG_LAYER, got_tag=BIG_MAGIC,
                                                 got_seq=item.value, layer=BIG_LAYER,
@@ -366,14 +505,14 @@ class GateEngine:
 
     def poll_size(self) -> int:
         """How many completions the next poll asks for (ds4's ibv_wc array in this wait)."""
-        self._need(WAIT, DRAIN_WAIT, BIG_XFER)
+        self._need(*CQ_WAITS)
         if self.phase == DRAIN_WAIT:
             return 2 * self.cfg.window + 1
         return BIG_POLL if self.phase == BIG_XFER else DECODE_POLL
 
     def completions(self, polled: tuple[Completion, ...]) -> Emitted:
         """Account for what one poll returned, in order; an error status ends the wait."""
-        self._need(WAIT, DRAIN_WAIT, BIG_XFER)
+        self._need(*CQ_WAITS)
         for c in polled:
             if c.status != WC_SUCCESS:
                 return self._fail(self._completion_error(c))
@@ -399,6 +538,11 @@ class GateEngine:
         """Account for one receive completion; the error text if the window refuses it."""
         if self.phase == DRAIN_WAIT:
             self.drain_recvs += 1
+        elif c.wr_id & TAG_BLOCK and self.phase != BIG_XFER:
+            # a verify-block row, whichever of the decode-style waits polls it
+            if c.byte_len == 0:
+                return errors.BLOCK_EMPTY()
+            self.block_recv_done += 1
         elif self.phase == BIG_XFER:
             # the tag, then the 1-based index (range, duplicate), then the length
             if not c.wr_id & TAG_BULK:
@@ -425,7 +569,21 @@ class GateEngine:
     def timeout(self) -> Emitted:
         """The wait's deadline passed: a CQ wait's, or a data-socket read's (its receive
         timeout is the gate timeout)."""
-        self._need(ARM_BAR_READ, WAIT, DRAIN_WAIT, BIG_HDR_READ, BIG_BAR_READ, BIG_XFER)
+        self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ, BLOCK_BAR_READ,
+                   *CQ_WAITS)
+        c = self.cfg
+        if self.phase == BLOCK_WAIT:
+            want = (self.block_layer + 1) * c.block_rows
+            return self._fail(errors.BLOCK_TIMEOUT(layer=self.block_layer,
+                                                   rows=self.block_recv_done, want=want))
+        if self.phase == BLOCK_END:
+            return self._fail(errors.BLOCK_END_TIMEOUT(
+                rows=self.block_recv_done, want=c.block_layers * c.block_rows,
+                pending=self.send_outstanding))
+        if self.phase == BLOCK_HDR_READ:
+            return self._fail(errors.BLOCK_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO))
+        if self.phase == BLOCK_BAR_READ:
+            return self._fail(errors.WINDOW_BARRIER_TIMEOUT())
         if self.phase == WAIT:
             return self._fail(errors.GATE_TIMEOUT(seq=self.seq, recv_done=self.recv_done))
         if self.phase == DRAIN_WAIT:
@@ -445,9 +603,12 @@ class GateEngine:
         """The peer's TCP socket closed, seen by a wait's liveness check or by a read."""
         text = {WAIT: errors.GATE_PEER, DRAIN_WAIT: errors.DRAIN_PEER, BIG_XFER: errors.BIG_PEER,
                 ARM_BAR_READ: errors.WINDOW_BARRIER_CLOSED,
-                BIG_BAR_READ: errors.BIG_BARRIER}.get(self.phase)
+                BIG_BAR_READ: errors.BIG_BARRIER, BLOCK_WAIT: errors.BLOCK_PEER,
+                BLOCK_BAR_READ: errors.WINDOW_BARRIER_CLOSED}.get(self.phase)
         if text is not None:
             return self._fail(text())
+        if self.phase == BLOCK_HDR_READ:
+            return self._fail(errors.BLOCK_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO))
         self._need(BIG_HDR_READ)
         return self._fail(errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=self.big_no,
                                                    reason=errors.PEER_CLOSED_ERRNO))
@@ -455,3 +616,12 @@ class GateEngine:
     def crash(self) -> None:
         """The process died: nothing more comes from this rank."""
         self.phase, self.error = CRASHED, "crashed"
+
+
+def _described(item: TcpItem) -> str:
+    """A TCP item as a header read that did not expect it names it."""
+    if item.kind == "byte":
+        return f"byte 0x{item.value:02x}"
+    if item.kind == "block":
+        return f"verify-block header ({item.value} layers x {item.chunks} rows)"
+    return f"header big {item.value} ({item.chunks} chunks)"

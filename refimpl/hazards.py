@@ -17,7 +17,7 @@ from verbspec.refimpl.gate_engine import (
 )
 from verbspec.spec.gate import variants as gv
 from verbspec.spec.gate.params import GateConfig
-from verbspec.spec.gate.state import BIG_HDR_SEND, BIG_XFER, DRAIN_POST, SEND
+from verbspec.spec.gate.state import BIG_HDR_SEND, BIG_XFER, BLOCK_POST, DRAIN_POST, SEND
 from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM
 
 
@@ -125,6 +125,15 @@ class UntaggedInBigWindow(GateEngine):
         return super().completions(tuple(kept))
 
 
+class BlockDrainWithoutRendezvous(GateEngine):
+    """Begins a verify block as ds4 does: drains at once, with no header exchange."""
+
+    def call_block(self) -> Emitted:
+        out = super().call_block()
+        self.phase = DRAIN_POST if self.window_active else BLOCK_POST
+        return out
+
+
 HAZARDS: dict[str, type[GateEngine]] = {
     gv.NO_BARRIER.name: NoBarrier, gv.TAG_EVERY_CHUNK.name: TagEveryChunk,
     gv.SIGNAL_LAST_ONLY.name: SignalLastOnly,
@@ -133,6 +142,7 @@ HAZARDS: dict[str, type[GateEngine]] = {
     gv.DEPTH_MISMATCH.name: DepthMismatch,
     gv.DRAIN_WITHOUT_RENDEZVOUS.name: DrainWithoutRendezvous,
     gv.UNTAGGED_IN_BIG_WINDOW.name: UntaggedInBigWindow,
+    gv.BLOCK_DRAIN_WITHOUT_RENDEZVOUS.name: BlockDrainWithoutRendezvous,
 }
 
 

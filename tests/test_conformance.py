@@ -16,7 +16,9 @@ from verbspec.proofs.gate.refinement import CONFIGS as SWEEP_CONFIGS
 from verbspec.refimpl import gate_engine, native_gate, native_tagmatch, tagmatch_engine
 from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import (
+    BLOCK_CONFIGS,
     CONFORMANCE,
+    LOSS_CONFIGS,
     PATH_CONFIGS,
     PATH_DEPTH,
     GateHarness,
@@ -47,7 +49,7 @@ from verbspec.spec.gate.state import (
     WAIT,
 )
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.gate.system import build
+from verbspec.spec.gate.system import BLOCK_ACTIONS, build
 from verbspec.spec.gate.variants import VARIANTS as GATE_VARIANTS
 from verbspec.spec.gate.wire import TAG_BULK, TcpItem
 
@@ -150,10 +152,20 @@ def test_conform_command_reports_the_reference_engine_clean(capsys, tmp_path):
     assert (out["impl"], out["protocol"], out["sequences"], out["mismatches"]) == (
         "refimpl", "gate", 20, 0)
     assert out["steps"] == sum(out["actions"].values()) and out["steps"] > 1000
-    assert out["actions_covered"] == len(out["actions"]) and out["actions_total"] == 29
+    # of 38 actions, the 9 of verify blocks are not taken at the defaults (verify_blocks=0)
+    assert out["actions_covered"] == len(out["actions"]) and out["actions_total"] == 38
+    assert not set(out["actions"]) & set(BLOCK_ACTIONS)
     assert out["trace"] is None and not list(tmp_path.iterdir())
     assert set(out["reached"]) == {"decode_gates_in_a_row", "gates_past_window", "drains",
-                                   "big_gate_windows"}
+                                   "big_gate_windows", "verify_blocks"}
+
+
+def test_conform_runs_verify_blocks_where_the_workload_has_them(capsys, tmp_path):
+    assert main(["conform", "--examples", "10", "--quiet", "--json", "--param",
+                 "verify_blocks=1", "--trace-dir", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mismatches"] == 0 and set(BLOCK_ACTIONS) <= set(out["actions"])
+    assert out["reached"]["verify_blocks"] >= 1
 
 
 def test_random_runs_reach_past_the_window_and_through_drains():
@@ -312,8 +324,11 @@ CAUGHT = {"no-barrier": ("arm_post", 3, 1), "tag-every-chunk": ("arm_post", 3, 2
           "stray-warm-receive": ("reap", 12, 4), "no-seq-check": ("bad_call", 2, 4),
           "depth-mismatch": ("big_header_write", 3, 3),
           "drain-without-rendezvous": ("call_big", 18, 3),
-          "untagged-in-big-window": ("reap", 17, 6)}
+          "untagged-in-big-window": ("reap", 17, 6),
+          "block-drain-without-rendezvous": ("call_block", 2, 9)}
 FAST = ("no-barrier", "tag-every-chunk", "signal-last-only")
+# the configurations conform_every_edge sweeps, in its order
+SWEPT = [(v, f) for v, w, f in SWEEP_CONFIGS if not w] + list(LOSS_CONFIGS + BLOCK_CONFIGS)
 
 
 def test_every_variant_has_an_engine():
@@ -336,7 +351,7 @@ def test_a_fault_or_big_gate_variant_as_an_implementation_is_caught(name):
     # the configuration that catches it, alone (the earlier ones pass whole: the suite's
     # every-edge run over all of them takes longer)
     action, step, config = CAUGHT[name]
-    values, _, faults = [c for c in SWEEP_CONFIGS if not c[1]][config - 1]
+    values, faults = SWEPT[config - 1]
     sweep = GateHarness(build(values), resolve(f"variant:{name}")).every_edge(faults)
     assert sweep.mismatch is not None, f"variant:{name} passed every edge"
     assert (sweep.mismatch.action, sweep.mismatch.step) == (action, step), str(sweep.mismatch)
@@ -355,8 +370,9 @@ DIFFERS_FROM_ITS_VARIANT = {"stray-warm-receive"}
                                             "receive in a big-gate window; its variant does not"))
     if n in DIFFERS_FROM_ITS_VARIANT else n for n in sorted(CAUGHT)])
 def test_a_variant_engine_behaves_as_its_variant(name):
-    values, _, _ = [c for c in SWEEP_CONFIGS if not c[1]][CAUGHT[name][2] - 1]
-    for config in (values, {"window": 2, "ops": 12}):
+    values, _ = SWEPT[CAUGHT[name][2] - 1]
+    for config in (values, {"window": 2, "ops": 12,
+                            "verify_blocks": values.get("verify_blocks", 0)}):
         done = list(runs(build(config, (name,)), resolve(f"variant:{name}"), n=20,
                          fault_rate=0.05))
         bad = [r.mismatch for r in done if r.mismatch]
@@ -556,7 +572,7 @@ def test_poll_sizes_and_out_of_phase_texts_are_exact():
     with pytest.raises(EngineError) as refused:
         _engine(HOLD).poll_size()
     assert str(refused.value) == (f"the engine is in phase {HOLD}, not {WAIT} or {DRAIN_WAIT} "
-                                  f"or {BIG_XFER}")
+                                  f"or {BIG_XFER} or block_wait or block_end")
 
 
 def _send(wr_id):

@@ -21,7 +21,7 @@ from verbspec.spec.gate import steps as steps_module
 from verbspec.spec.gate.state import FAILED, GateState
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import GateSystem, build
-from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM, Payload, TcpItem
+from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_WARM, Payload, TcpItem
 from verbspec.spec.lts import InvariantViolation, replay
 from verbspec.spec.values import set_item
 
@@ -42,7 +42,9 @@ FABRIC_STATUS = {fb.ST_OK: "IBV_WC_SUCCESS", fb.ST_LEN: "IBV_WC_LOC_LEN_ERR",
 DS4_FUNCTIONS = frozenset({"tp_wc_status_str", "tp_rdma_register_and_exchange",
                            "tp_rdma_gate_exchange", "tp_rdma_window_barrier", "tp_rdma_drain_cq",
                            "tp_rdma_drain_decode_window", "tp_rdma_big_gate_exchange",
-                           "ds4_tp_big_gate_exchange"})
+                           "ds4_tp_big_gate_exchange", "ds4_tp_batch_block_begin",
+                           "tp_rdma_block_post_layer", "tp_rdma_block_gate_exchange",
+                           "ds4_tp_batch_block_end"})
 
 _PRINTF = re.compile(r"(%[-+ #0]*[0-9]*(?:\.[0-9]+)?(?:hh|h|ll|l|z|j|t)?[diuxXs%])")
 
@@ -158,6 +160,35 @@ def _big_barrier_mismatch(system: GateSystem) -> str:
     return failed_with(system.spec.do_big_barrier_read(state, 0)[0])
 
 
+# verify blocks (of the default two layers of one row, unless said): both ranks armed, then
+# rank 0 waiting for layer 0's row
+BLOCKS = {"verify_blocks": 1}
+BLOCK_ARMED = (*SETUP, ("call_block", 0), ("call_block", 1), ("block_header_write", 0),
+               ("block_header_write", 1), ("block_header_read", 0), ("block_header_read", 1),
+               ("block_post", 0), ("block_post", 1), ("block_barrier_write", 0),
+               ("block_barrier_write", 1), ("block_barrier_read", 0), ("block_barrier_read", 1))
+BLOCK_WAITING = (*BLOCK_ARMED, ("block_send", 0))
+# one layer: rank 1's row (two chunks) arrived at rank 0 and was reaped; rank 0's own two
+# sends have not left
+BLOCK_ENDING = (*BLOCK_WAITING, ("block_send", 1), ("transmit", 1), ("transmit", 1),
+                ("deliver", 1), ("deliver", 1), ("reap", 0), ("block_gate_done", 0))
+
+
+def _block_header(item: TcpItem) -> str:
+    system = build(BLOCKS)
+    state = peer_writes(last_state(system, *SETUP, ("call_block", 0),
+                                   ("block_header_write", 0)), item)
+    return failed_with(system.spec.do_block_header_read(state, 0)[0])
+
+
+def _block_receive(byte_len: int) -> str:
+    system = build(BLOCKS)
+    state = cqe_for_rank_0(system, last_state(system, *BLOCK_WAITING),
+                           fb.CQE("recv", TAG_BLOCK | 1, fb.ST_OK, byte_len,
+                                  Payload("block", 1, 0, 0)))
+    return failed_with(system.spec.do_reap(state, 0)[0])
+
+
 # Each declared error, driven: (the spec's texts, each with the system it ran on).
 Scenario = Callable[[GateSystem], list[str]]
 SCENARIOS: dict[str, Scenario] = {
@@ -206,6 +237,26 @@ SCENARIOS: dict[str, Scenario] = {
                              _big_receive(build({"big_last_bytes": 100}), TAG_BULK | 1, 16384)],
     "BIG_PEER": lambda g: [error_of(g, *BIG_XFER, ("crash", 1), ("peer_gone", 0))],
     "BIG_TIMEOUT": lambda g: [error_of(g, *BIG_XFER, ("big_send", 0), ("timeout", 0))],
+    "BLOCK_HEADER_FAILED": lambda g: [
+        error_of(build(BLOCKS), *SETUP, ("call_block", 0), ("block_header_write", 0),
+                 ("crash", 1), ("peer_gone", 0)),
+        error_of(build(BLOCKS), *SETUP, ("call_block", 0), ("block_header_write", 0),
+                 ("timeout", 0))],
+    "BLOCK_HEADER_MISFRAMED": lambda g: [_block_header(TcpItem("byte", 0xD1)),
+                                         _block_header(TcpItem("header", 1, 1, 1024))],
+    "BLOCK_HEADER_MISMATCH": lambda g: [_block_header(TcpItem("block", 3, 1))],
+    # a two-chunk row: a layer is two receives
+    "BLOCK_RECV_DEPTH": lambda g: [error_of(
+        build({**BLOCKS, "rq_depth": 1}), *SETUP, ("call_block", 0), ("call_block", 1),
+        ("block_header_write", 0), ("block_header_write", 1), ("block_header_read", 0),
+        ("block_post", 0))],
+    "BLOCK_SEND_DEPTH": lambda g: [error_of(build({**BLOCKS, "rq_depth": 3}), *BLOCK_WAITING)],
+    "BLOCK_EMPTY": lambda g: [_block_receive(0)],
+    "BLOCK_PEER": lambda g: [error_of(build(BLOCKS), *BLOCK_WAITING, ("crash", 1),
+                                      ("peer_gone", 0))],
+    "BLOCK_TIMEOUT": lambda g: [error_of(build(BLOCKS), *BLOCK_WAITING, ("timeout", 0))],
+    "BLOCK_END_TIMEOUT": lambda g: [error_of(build({**BLOCKS, "block_layers": 1}),
+                                             *BLOCK_ENDING, ("timeout", 0))],
 }
 
 # What some scenarios must print, as ds4 would for the same state.
@@ -231,6 +282,18 @@ EXPECTED = {
     "BIG_LENGTH": ["big gate chunk 0 received 100 bytes, expected 16384",
                    "big gate chunk 0 received 16384 bytes, expected 100"],
     "BIG_TIMEOUT": ["timeout in big gate window (0/1 recvs, 0/1 sends, 1 sent)"],
+    "BLOCK_HEADER_FAILED": [f"verbspec safety rule: verify-block header exchange failed: "
+                            f"{reason}" for reason in ("Connection reset by peer",
+                                                       "Resource temporarily unavailable")],
+    "BLOCK_HEADER_MISMATCH": ["verbspec safety rule: verify block of 2 layers x 1 rows vs the "
+                              "peer's 3 x 1"],
+    "BLOCK_RECV_DEPTH": ["verbspec silent failure: verify-block layer 0 needs 2 receives, above "
+                         "the receive depth 1"],
+    "BLOCK_SEND_DEPTH": ["verbspec silent failure: verify-block layer 0 sends 2 work requests, "
+                         "above 1 (half the receive depth) or the send depth 1024"],
+    "BLOCK_EMPTY": ["rdma verify-block receive of 0 bytes"],
+    "BLOCK_TIMEOUT": ["timeout waiting verify-block gate layer 0 (0/1 rows)"],
+    "BLOCK_END_TIMEOUT": ["verify-block end: 1/1 rows received, 2 sends pending"],
 }
 
 

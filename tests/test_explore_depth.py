@@ -26,13 +26,19 @@ def test_depth_counts_what_both_ranks_finished():
     # rank 1 finished six ops: three decode gates in a row, then a 3-chunk big gate (a drain,
     # two windows of 2), a decode gate, a 5-chunk big gate (a drain, three windows)
     assert system.depth(s) == {"decode_gates_in_a_row": 3, "gates_past_window": 1,
-                               "drains": 2, "big_gate_windows": 5}
+                               "drains": 2, "big_gate_windows": 5, "verify_blocks": 0}
+    # a verify block (-1) after a decode gate drains too, and opens no big-gate window
+    s = _state((0, -1, 0, -1), (4, 4))
+    assert system.depth(s) == {"decode_gates_in_a_row": 1, "gates_past_window": 0,
+                               "drains": 2, "big_gate_windows": 0, "verify_blocks": 2}
     assert system.depth(system.initial())["decode_gates_in_a_row"] == 0
 
 
 def test_workload_weights_name_the_calls():
     system = build({})
     assert set(system.weights) == {CALL_GATE, CALL_BIG, BAD_CALL, TIMEOUT}
+    # verify blocks are weighed only where the workload has them
+    assert set(build({"verify_blocks": 1}).weights) == {*system.weights, "call_block"}
     assert 0 in system.weights[TIMEOUT]         # some examples time out only when stuck
     assert 0 in system.weights[CALL_BIG]        # some examples make decode gates only
     assert {a.name for a in system.actions} >= set(system.weights)
@@ -55,7 +61,7 @@ def test_explore_reports_steps_per_action_and_depth(tmp_path):
     cov = rows[0].coverage
     assert cov is not None and sum(cov["actions"].values()) > 0
     assert set(cov["reached"]) == {"decode_gates_in_a_row", "gates_past_window", "drains",
-                                   "big_gate_windows"}
+                                   "big_gate_windows", "verify_blocks"}
     assert "decode gates in a row <=" in rows[0].bound
     assert rows[0].as_json()["coverage"] == cov
 

@@ -81,10 +81,10 @@ def test_seeded_exploration_is_reproducible():
 
 
 def test_base_exploration_exercises_every_protocol_step():
-    res = explore(build({"chain_max": 2, "big_depth": 3, "window": 2}), examples=200,
-                  steps=300)
+    system = build({"chain_max": 2, "big_depth": 3, "window": 2, "verify_blocks": 1})
+    res = explore(system, examples=200, steps=300)
     assert res.violation is None
-    progress = {a.name for a in build({}).actions if not a.fault}
+    progress = {a.name for a in system.actions if not a.fault}
     assert progress <= set(res.stats.actions), progress - set(res.stats.actions)
 
 

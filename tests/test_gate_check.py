@@ -22,7 +22,10 @@ BREAKS = {
     "depth-mismatch": {"no_silent_drop", "no_deadlock"},
     "drain-without-rendezvous": {"no_silent_drop", "no_deadlock", "watermark_sound"},
     "untagged-in-big-window": {"watermark_sound"},
+    "block-drain-without-rendezvous": {"no_silent_drop", "no_deadlock", "watermark_sound"},
 }
+# what a variant needs beyond the defaults to act at all
+NEEDS = {"block-drain-without-rendezvous": ("--param", "verify_blocks=1")}
 
 
 def check(capsys, *args: str) -> tuple[int, dict]:
@@ -38,7 +41,7 @@ def test_every_variant_has_an_expectation():
 @pytest.mark.parametrize("variant", sorted(BREAKS))
 def test_exploration_refutes_each_variant_with_a_replayable_trace(variant, tmp_path, capsys):
     code, doc = check(capsys, "--method", "explore", "--variant", variant,
-                      "--trace-dir", str(tmp_path))
+                      *NEEDS.get(variant, ()), "--trace-dir", str(tmp_path))
     assert code == 1
     bad = [r for r in doc["results"] if r["verdict"] == "violated"]
     assert len(bad) == 1 and bad[0]["invariant"] in BREAKS[variant]

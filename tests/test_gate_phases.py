@@ -12,7 +12,11 @@ from configs import GATE_SMALL
 from verbspec.spec.gate.state import DEAD_PHASES, NEXT_PHASES, phase_step_allowed
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
-from verbspec.spec.gate.variants import DRAIN_WITHOUT_RENDEZVOUS, NO_BARRIER
+from verbspec.spec.gate.variants import (
+    BLOCK_DRAIN_WITHOUT_RENDEZVOUS,
+    DRAIN_WITHOUT_RENDEZVOUS,
+    NO_BARRIER,
+)
 from verbspec.spec.lts import enabled_moves
 
 SMALL = GATE_SMALL
@@ -41,6 +45,10 @@ def test_random_runs_take_every_edge_of_the_phase_graph():
     for values, variants in (({**SMALL, "faults": 0}, ()),
                              ({**SMALL, "faults": 0}, (NO_BARRIER.name,)),
                              ({**SMALL, "faults": 0}, (DRAIN_WITHOUT_RENDEZVOUS.name,)),
+                             # verify blocks, with and without their rendezvous
+                             ({**SMALL, "faults": 0, "verify_blocks": 1}, ()),
+                             ({**SMALL, "faults": 0, "verify_blocks": 1},
+                              (BLOCK_DRAIN_WITHOUT_RENDEZVOUS.name,)),
                              # big gates of several windows
                              ({**SMALL, "chain_max": 2, "rq_depth": 4, "faults": 0}, ())):
         seen |= walk_edges(values, variants, 40, seed=7)

@@ -106,7 +106,8 @@ def test_profiles_lists_each_member_with_where_the_implementation_does_it(capsys
     assert row["name"] == "ds4-v14" and row["protocol"] == "gate"
     assert [v["name"] for v in row["variants"]] == list(PROFILES[0].variants)
     assert all("ds4_tp.c" in v["where"] for v in row["variants"])
-    assert row["params"] == ["cq_depth=512", "warm_send_leftovers=20", "warm_recv_leftover=0"]
+    assert row["params"] == ["cq_depth=512", "warm_send_leftovers=20", "warm_recv_leftover=0",
+                             "verify_blocks=1"]
     assert main(["profiles"]) == 0
     out = capsys.readouterr().out
     assert "--param cq_depth=512" in out and "--param warm_recv_leftover=0" in out

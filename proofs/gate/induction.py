@@ -385,7 +385,8 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
     return {**proved, **dropped, **after}
 
 
-SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates, with or "
+SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates (no verify "
+         "blocks: verify_blocks=0), with or "
          "without faults (crashes, error and warm-up completions, timeouts, bad calls, a dead "
          "peer); the base protocol, and for decode-only workloads (big_gates=0) the variants "
          "no-barrier, tag-every-chunk, signal-last-only (with unsignaled_completions=1), "
@@ -394,7 +395,8 @@ SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates,
 
 def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
     """Why the model does not cover a configuration, or None."""
-    outside = [f"{k}={getattr(cfg, k)}" for k, want in (("qp_type", "uc"), ("wire_loss", 0))
+    outside = [f"{k}={getattr(cfg, k)}" for k, want in (("qp_type", "uc"), ("wire_loss", 0),
+                                                         ("verify_blocks", 0))
                if getattr(cfg, k) != want]
     outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]
     if cfg.big_gates:

@@ -187,6 +187,33 @@ BIG_TIMEOUT = Message("timeout in big gate window (%u/%u recvs, %u/%u sends, %u 
                       ("recvs", "chunks", "sends", "chunks", "sent"),
                       "tp_rdma_big_gate_exchange", 1888)
 
+# ----------------------------------------------------------------- verify block
+# ds4 has no header before the block's drain; the spec's rendezvous and its checks are its own
+BLOCK_HEADER_FAILED = Message("verbspec safety rule: verify-block header exchange failed: %s",
+                              ("reason",), "ds4_tp_batch_block_begin", 2192, SAFETY_RULE)
+BLOCK_HEADER_MISFRAMED = Message("verbspec safety rule: verify-block header read found %s",
+                                 ("item",), "ds4_tp_batch_block_begin", 2192, SAFETY_RULE)
+BLOCK_HEADER_MISMATCH = Message(
+    "verbspec safety rule: verify block of %u layers x %u rows vs the peer's %u x %u",
+    ("layers", "rows", "peer_layers", "peer_rows"), "ds4_tp_batch_block_begin", 2191,
+    SAFETY_RULE)
+# tp_rdma_block_post_layer returns 0 without a message when a layer needs more receives than
+# the queue's depth
+BLOCK_RECV_DEPTH = Message(
+    "verbspec silent failure: verify-block layer %u needs %u receives, above the receive "
+    "depth %u", ("layer", "wrs", "depth"), "tp_rdma_block_post_layer", 1361, SILENT)
+BLOCK_SEND_DEPTH = Message(
+    "verbspec silent failure: verify-block layer %u sends %u work requests, above %u (half "
+    "the receive depth) or the send depth %u", ("layer", "wrs", "half", "sq_depth"),
+    "tp_rdma_block_gate_exchange", 1415, SILENT)
+BLOCK_EMPTY = Message("rdma verify-block receive of 0 bytes", (), "tp_rdma_drain_cq", 1324)
+BLOCK_PEER = Message("peer disconnected during verify-block gate", (),
+                     "tp_rdma_block_gate_exchange", 1455)
+BLOCK_TIMEOUT = Message("timeout waiting verify-block gate layer %u (%llu/%llu rows)",
+                        ("layer", "rows", "want"), "tp_rdma_block_gate_exchange", 1460)
+BLOCK_END_TIMEOUT = Message("verify-block end: %llu/%llu rows received, %u sends pending",
+                            ("rows", "want", "pending"), "ds4_tp_batch_block_end", 2224)
+
 # Every text a rank can fail with, by name: each Message above but the piece and the log.
 _NOT_ERRORS = ("WC_STATUS", "CHUNKED_VECTORS")
 ERRORS: dict[str, Message] = {

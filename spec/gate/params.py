@@ -75,6 +75,14 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("big_gates", int, 1,
               "workload: 1: big gates (prefill) mix with decode gates; 0: decode gates only",
               lo=0, hi=1),
+    ParamSpec("verify_blocks", int, 0,
+              "workload: 1: verify blocks (ds4_tp_batch_block_begin, a batch gate per layer, "
+              "ds4_tp_batch_block_end) mix with the other calls; the z3 model does not cover "
+              "them", lo=0, hi=1),
+    ParamSpec("block_layers", int, 2, "layers of a verify block, one batch gate each", lo=1,
+              hi=MAX_SLOTS),
+    ParamSpec("block_rows", int, 1, "rows of a verify block's batch gates, one vector each",
+              lo=1, hi=MAX_QUEUE),
 )
 
 
@@ -106,6 +114,9 @@ class GateConfig:
     wire_loss: int
     ops: int
     big_gates: int
+    verify_blocks: int
+    block_layers: int
+    block_rows: int
 
     @property
     def warm_leftovers(self) -> int:
@@ -136,6 +147,11 @@ class GateConfig:
         """Bytes of chunk k of a big gate of ``chunks`` chunks: whole chunks, the last one
         short by the transfer's remainder, as ds4 posts and checks them."""
         return (self.big_last_bytes or self.max_msg) if k == chunks - 1 else self.max_msg
+
+    @property
+    def block_wrs(self) -> int:
+        """Work requests of one verify-block layer: a chain of every row's chunks."""
+        return self.block_rows * self.chunks
 
     def big_send_depth(self) -> int:
         return min(self.sq_depth, self.big_depth)

@@ -8,8 +8,12 @@ then the 0xD1 barrier over TCP), then posts its send chain (``send``), waits for
 (``wait``, reaping completions) and hands the in-slot to the application (``hold``). A big gate
 first exchanges a header over TCP, drains the decode window if one is armed (``drain_post``,
 ``drain_wait``), then runs windows of staging receives behind a barrier byte (``big_begin`` ..
-``big_xfer``) until every chunk is through. Any live phase may end in ``failed`` (a check or a
-fault the protocol detects) or ``crashed`` (a fault); neither is left again.
+``big_xfer``) until every chunk is through. A verify block (``ds4_tp_batch_block_begin``) is
+the third mode of the queue pair: a header exchange over TCP (the spec's rendezvous; ds4 has
+none), the drain, layer 0's receives behind the 0xB5 barrier, then per layer the next layer's
+receives and this layer's sends (``block_send``) and a wait for its rows (``block_wait``), and
+at the end a wait for every row and send (``block_end``). Any live phase may end in ``failed``
+(a check or a fault the protocol detects) or ``crashed`` (a fault); neither is left again.
 
 Every value is frozen and hashable, so states can be deduplicated and written as ITF traces.
 """
@@ -29,17 +33,27 @@ DRAIN_POST, DRAIN_WAIT = "drain_post", "drain_wait"
 BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN = "big_header_write", "big_header_read", "big_begin"
 BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER = (
     "big_post", "big_barrier_write", "big_barrier_read", "big_xfer")
+BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST = (
+    "block_header_write", "block_header_read", "block_post")
+BLOCK_BAR_SEND, BLOCK_BAR_READ = "block_barrier_write", "block_barrier_read"
+BLOCK_SEND, BLOCK_WAIT, BLOCK_END = "block_send", "block_wait", "block_end"
 FAILED, CRASHED = "failed", "crashed"
 
-REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER})        # phases that poll the CQ
-TCP_READ_PHASES = frozenset({ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ})    # phases that read TCP
+# phases that poll the CQ
+REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END})
+# phases that read TCP
+TCP_READ_PHASES = frozenset({ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ,
+                             BLOCK_BAR_READ})
 BIG_PHASES = frozenset({BIG_BEGIN, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER})
+# the phases of an armed verify block (after its drain)
+BLOCK_PHASES = frozenset({BLOCK_POST, BLOCK_BAR_SEND, BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT,
+                          BLOCK_END})
 
 # The phase graph: the phases a live rank may enter from each phase (FAILED and CRASHED, the
 # dead ends, are reachable from every live phase). steps.py moves a rank only along it.
 NEXT_PHASES: dict[str, frozenset[str]] = {
     INIT: frozenset({IDLE}),
-    IDLE: frozenset({ARM_POST, SEND, DRAIN_POST, BIG_HDR_SEND}),
+    IDLE: frozenset({ARM_POST, SEND, DRAIN_POST, BIG_HDR_SEND, BLOCK_HDR_SEND, BLOCK_POST}),
     ARM_POST: frozenset({ARM_BAR_SEND, SEND}),
     ARM_BAR_SEND: frozenset({ARM_BAR_READ}),
     ARM_BAR_READ: frozenset({SEND}),
@@ -49,12 +63,20 @@ NEXT_PHASES: dict[str, frozenset[str]] = {
     BIG_HDR_SEND: frozenset({BIG_HDR_READ}),
     BIG_HDR_READ: frozenset({DRAIN_POST, BIG_BEGIN}),
     DRAIN_POST: frozenset({DRAIN_WAIT}),
-    DRAIN_WAIT: frozenset({BIG_BEGIN, BIG_HDR_SEND}),
+    DRAIN_WAIT: frozenset({BIG_BEGIN, BIG_HDR_SEND, BLOCK_POST}),
     BIG_BEGIN: frozenset({BIG_POST}),
     BIG_POST: frozenset({BIG_BAR_SEND}),
     BIG_BAR_SEND: frozenset({BIG_BAR_READ}),
     BIG_BAR_READ: frozenset({BIG_XFER}),
     BIG_XFER: frozenset({BIG_BEGIN, IDLE}),
+    BLOCK_HDR_SEND: frozenset({BLOCK_HDR_READ}),
+    BLOCK_HDR_READ: frozenset({DRAIN_POST, BLOCK_POST}),
+    BLOCK_POST: frozenset({BLOCK_BAR_SEND}),
+    BLOCK_BAR_SEND: frozenset({BLOCK_BAR_READ}),
+    BLOCK_BAR_READ: frozenset({BLOCK_SEND}),
+    BLOCK_SEND: frozenset({BLOCK_WAIT}),
+    BLOCK_WAIT: frozenset({BLOCK_SEND, BLOCK_END}),
+    BLOCK_END: frozenset({IDLE}),
     FAILED: frozenset(),
     CRASHED: frozenset(),
 }
@@ -68,6 +90,8 @@ def phase_step_allowed(old: str, new: str) -> bool:
 
 
 WINDOW_BARRIER = 0xD1
+BLOCK_BARRIER = 0xB5        # the verify block's barrier byte
+BLOCK_OP = -1               # a verify block in the workload script
 BIG_MAGIC = 0xB16           # the tag field of a big-gate header (ds4's header.gate)
 HEADER_MAGIC = 0x44533442   # "DS4B", the magic of ds4's big-gate header
 BIG_LAYER = 0               # the spec's big gates name no layer: their headers carry layer 0
@@ -77,9 +101,9 @@ BIG_LAYER = 0               # the spec's big gates name no layer: their headers 
 class Held:
     """Ghost: a buffer holding data the application has not consumed yet."""
 
-    buf: str            # "in" | "stage"
+    buf: str            # "in" | "stage" | "blk" (a verify-block row)
     slot: int
-    seq: int            # gate seq, or big-gate chunk index
+    seq: int            # gate seq, big-gate chunk index, or verify-block row
     chunks: tuple[int, ...]
 
 
@@ -108,6 +132,11 @@ class Rank:
     big_recvd: frozenset[int] = frozenset()
     big_send_done: int = 0
     barrier_tag: int = 0            # this big-gate call's last barrier byte (uint8, wraps)
+    # verify-block progress (ds4 names)
+    block_active: bool = False
+    block_layer: int = 0            # the layer whose batch gate is in progress
+    block_posted: int = 0           # layers whose receives are posted
+    block_recv_done: int = 0        # row messages received in this block
     error: str = ""
     # ghosts
     held: tuple[Held, ...] = ()
@@ -139,7 +168,8 @@ class Ghost:
 class GateState:
     ranks: tuple[Rank, Rank]
     fabric: Fabric
-    script: tuple[int, ...] = ()    # 0: a decode gate; n > 0: a big gate of n chunks
+    # 0: a decode gate; n > 0: a big gate of n chunks; -1: a verify block
+    script: tuple[int, ...] = ()
     ghost: Ghost = field(default_factory=Ghost)
 
 

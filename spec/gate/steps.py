@@ -33,6 +33,16 @@ from verbspec.spec.gate.state import (
     BIG_MAGIC,
     BIG_POST,
     BIG_XFER,
+    BLOCK_BAR_READ,
+    BLOCK_BAR_SEND,
+    BLOCK_BARRIER,
+    BLOCK_END,
+    BLOCK_HDR_READ,
+    BLOCK_HDR_SEND,
+    BLOCK_OP,
+    BLOCK_POST,
+    BLOCK_SEND,
+    BLOCK_WAIT,
     CRASHED,
     DRAIN_POST,
     DRAIN_WAIT,
@@ -57,6 +67,7 @@ from verbspec.spec.gate.state import (
     view,
 )
 from verbspec.spec.gate.variants import (
+    BLOCK_DRAIN_WITHOUT_RENDEZVOUS,
     DEPTH_MISMATCH,
     DRAIN_WITHOUT_RENDEZVOUS,
     NO_BARRIER,
@@ -67,15 +78,18 @@ from verbspec.spec.gate.variants import (
     TAG_EVERY_CHUNK,
     UNTAGGED_IN_BIG_WINDOW,
 )
-from verbspec.spec.gate.wire import TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpItem
+from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpItem
 from verbspec.spec.lts import Action
 from verbspec.spec.values import evolve, set_item
 
-# completions one poll takes, as ds4 sizes its ibv_wc arrays: 16 in a decode gate, 2*window+1
-# in a drain (RECV_WINDOW*2+1), 64 in a big-gate window
+# completions one poll takes, as ds4 sizes its ibv_wc arrays: 16 in a decode gate and a verify
+# block (tp_rdma_drain_cq), 2*window+1 in a drain (RECV_WINDOW*2+1), 64 in a big-gate window
 POLL_BATCH = 16
 BIG_POLL_BATCH = 64
 RANKS = ((0,), (1,))
+# buffers laid out a vector per slot (the others a chunk per slot): the decode in- and
+# out-slots and the verify block's rows (ds4's batch-in and batch-out regions)
+VECTOR_BUFFERS = frozenset({"in", "out", "blk", "bout"})
 
 
 def poll_batch(cfg: GateConfig, phase: str) -> int:
@@ -98,6 +112,7 @@ class GateSpec:
                          if DEPTH_MISMATCH.on(variants) else c.rq_depth)
         self.big_sizes = (tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
                           if c.big_gates else ())
+        self.free_ops = (0,) + self.big_sizes + ((BLOCK_OP,) if c.verify_blocks else ())
 
     @cached_property
     def actions(self) -> tuple[Action, ...]:
@@ -133,7 +148,7 @@ class GateSpec:
         return s if s.ghost.faulted else evolve(s, ghost=evolve(s.ghost, faulted=True))
 
     def _wr_view(self, w: RecvWR | SendWR) -> WRView:
-        stride = self.cfg.vec_bytes if w.buf in ("in", "out") else self.cfg.max_msg
+        stride = self.cfg.vec_bytes if w.buf in VECTOR_BUFFERS else self.cfg.max_msg
         return WRView(w.wr_id, w.buf, w.slot * stride + w.offset, w.length,
                       getattr(w, "signaled", True))
 
@@ -149,7 +164,7 @@ class GateSpec:
         if rk.op < len(s.script):
             return (s.script[rk.op],)
         if rk.op < self.cfg.ops:
-            return (0,) + self.big_sizes
+            return self.free_ops
         return ()
 
     def gate_recv_chain(self, r: int, seq: int) -> tuple[RecvWR, ...]:
@@ -327,6 +342,13 @@ class GateSpec:
                     STRAY_WARM_RECEIVE.on(self.v)
                     or (rk.phase == BIG_XFER and UNTAGGED_IN_BIG_WINDOW.on(self.v))):
                 continue
+            if c.wr_id & TAG_BLOCK and rk.phase not in (DRAIN_WAIT, BIG_XFER):
+                # tp_rdma_drain_cq: a verify-block row, whichever wait polls it
+                if c.byte_len == 0:
+                    s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
+                    return self._fail(s, r, errors.BLOCK_EMPTY(), polled=polled)
+                rk = evolve(rk, block_recv_done=rk.block_recv_done + 1)
+                continue
             if rk.phase == BIG_XFER:
                 # ds4's order: the tag, then the index (range, duplicate), then the length;
                 # BULK indices are 1-based (a 0 index wraps to an invalid one in ds4)
@@ -366,6 +388,7 @@ class GateSpec:
             return errors.DRAIN_COMPLETION(status=status)
         if phase == BIG_XFER:
             return errors.BIG_COMPLETION(status=status)
+        # a decode gate and the verify block's waits poll through tp_rdma_drain_cq
         return errors.GATE_COMPLETION(status=status, wr_id=c.wr_id)
 
     def en_gate_done(self, s: GateState):
@@ -473,8 +496,11 @@ class GateSpec:
     @action("rank", guard=en_drain_done)
     def do_drain_done(self, s: GateState, r: int):
         rk = s.ranks[r]
-        s = self._put(s, r, recv_done=rk.last_gate_seq, window_active=False,
-                      phase=BIG_BEGIN if rk.hdr_ok else BIG_HDR_SEND)
+        if s.script[rk.op] == BLOCK_OP:
+            after = BLOCK_POST
+        else:
+            after = BIG_BEGIN if rk.hdr_ok else BIG_HDR_SEND
+        s = self._put(s, r, recv_done=rk.last_gate_seq, window_active=False, phase=after)
         return s, self._obs(s, r)
 
     # ------------------------------------------------------------------ big-gate windows
@@ -580,6 +606,193 @@ class GateSpec:
             s = self._put(s, r, held=held, big_base=base, phase=BIG_BEGIN)
         return s, self._obs(s, r)
 
+    # ------------------------------------------------------------------ verify block
+    @cached_property
+    def block_total(self) -> int:
+        """Rows one verify block receives: every layer's."""
+        return self.cfg.block_layers * self.cfg.block_rows
+
+    def block_recv_chain(self, r: int, layer: int) -> tuple[RecvWR, ...]:
+        """A layer's receives: every row's chunks in the batch-in region, only a row's last
+        chunk tagged, BLOCK | (layer*rows + row + 1), the others 0."""
+        c = self.cfg
+        out: list[RecvWR] = []
+        for row in range(layer * c.block_rows, (layer + 1) * c.block_rows):
+            for k in range(self.chunks):
+                tag = TAG_BLOCK | (row + 1) if k == self.chunks - 1 else 0
+                out.append(RecvWR(tag, "blk", row, k * c.max_msg, c.chunk_len(k),
+                                  Payload("block", 1 - r, row, k)))
+        return tuple(out)
+
+    def en_call_block(self, s: GateState):
+        for r in (0, 1):
+            if s.ranks[r].phase == IDLE and BLOCK_OP in self.ops_allowed(s, r):
+                yield (r,)
+
+    @action("rank", guard=en_call_block)
+    def do_call_block(self, s: GateState, r: int):
+        """ds4_tp_batch_block_begin(rows, layers). The spec exchanges a header first, the
+        rendezvous that brings both ranks to the drain together; ds4 drains at once (the
+        block-drain-without-rendezvous variant)."""
+        rk = s.ranks[r]
+        if rk.op == len(s.script):
+            s = evolve(s, script=s.script + (BLOCK_OP,))
+        if not BLOCK_DRAIN_WITHOUT_RENDEZVOUS.on(self.v):
+            phase = BLOCK_HDR_SEND
+        else:
+            phase = DRAIN_POST if rk.window_active else BLOCK_POST
+        s = self._put(s, r, block_layer=0, block_posted=0, block_recv_done=0, phase=phase)
+        return s, self._obs(s, r)
+
+    def en_block_header_write(self, s):
+        return self._phase_is(s, BLOCK_HDR_SEND)
+
+    @action("rank", guard=en_block_header_write)
+    def do_block_header_write(self, s: GateState, r: int):
+        item = TcpItem("block", self.cfg.block_layers, self.cfg.block_rows)
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, phase=BLOCK_HDR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def en_block_header_read(self, s):
+        return self._tcp_ready(s, BLOCK_HDR_READ)
+
+    @action("rank", guard=en_block_header_read)
+    def do_block_header_read(self, s: GateState, r: int):
+        item, f = fb.tcp_read(s.fabric, r)
+        s = evolve(s, fabric=f)
+        c = self.cfg
+        if item.kind != "block":
+            return self._fail(s, r, errors.BLOCK_HEADER_MISFRAMED(item=_describe(item)),
+                              tcp_in=(item,))
+        if (item.value, item.chunks) != (c.block_layers, c.block_rows):
+            return self._fail(s, r, errors.BLOCK_HEADER_MISMATCH(
+                layers=c.block_layers, rows=c.block_rows, peer_layers=item.value,
+                peer_rows=item.chunks), tcp_in=(item,))
+        s = self._put(s, r, phase=DRAIN_POST if s.ranks[r].window_active else BLOCK_POST)
+        return s, self._obs(s, r, tcp_in=(item,))
+
+    def _post_block_layer(self, s: GateState, r: int, layer: int
+                          ) -> tuple[GateState, tuple[RecvWR, ...]]:
+        """tp_rdma_block_post_layer: the layer's receives in one chain (the caller has checked
+        that they fit the receive depth)."""
+        wrs = self.block_recv_chain(r, layer)
+        s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = self._chain_check(s, r, len(wrs), "receive")
+        return self._put(s, r, block_posted=layer + 1), wrs
+
+    def _block_recv_depth(self, s: GateState, r: int, layer: int):
+        """ds4 posts nothing and fails silently when a layer's receives outnumber the receive
+        depth."""
+        return self._fail(s, r, errors.BLOCK_RECV_DEPTH(
+            layer=layer, wrs=self.cfg.block_wrs, depth=self.rq_grant[r]))
+
+    def en_block_post(self, s):
+        return self._phase_is(s, BLOCK_POST)
+
+    @action("rank", guard=en_block_post)
+    def do_block_post(self, s: GateState, r: int):
+        """The decode window is drained: the block is active and layer 0's receives go up
+        before the barrier."""
+        if self.cfg.block_wrs > self.rq_grant[r]:
+            return self._block_recv_depth(s, r, 0)
+        s, wrs = self._post_block_layer(s, r, 0)
+        s = self._put(s, r, block_active=True, phase=BLOCK_BAR_SEND)
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+
+    def en_block_barrier_write(self, s):
+        return self._phase_is(s, BLOCK_BAR_SEND)
+
+    @action("rank", guard=en_block_barrier_write)
+    def do_block_barrier_write(self, s: GateState, r: int):
+        item = TcpItem("byte", BLOCK_BARRIER)
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, phase=BLOCK_BAR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def en_block_barrier_read(self, s):
+        return self._tcp_ready(s, BLOCK_BAR_READ)
+
+    @action("rank", guard=en_block_barrier_read)
+    def do_block_barrier_read(self, s: GateState, r: int):
+        item, f = fb.tcp_read(s.fabric, r)
+        s = evolve(s, fabric=f)
+        if item.kind != "byte" or item.value != BLOCK_BARRIER:
+            return self._fail(s, r, errors.WINDOW_BARRIER_MISMATCH(
+                got=_first_byte(item), want=BLOCK_BARRIER), tcp_in=(item,))
+        s = self._put(s, r, phase=BLOCK_SEND)
+        return s, self._obs(s, r, tcp_in=(item,))
+
+    def en_block_send(self, s):
+        return self._phase_is(s, BLOCK_SEND)
+
+    @action("rank", guard=en_block_send)
+    def do_block_send(self, s: GateState, r: int):
+        """tp_rdma_block_gate_exchange(layer): the next layer's receives before this layer's
+        sends (the peer sends layer+1 only after this layer's rows reached it), then every
+        row's chunks from the batch-out region, all BLOCK | 1, signaled and counted in
+        send_outstanding; more than half the receive depth or the send depth fails silently."""
+        c, rk = self.cfg, s.ranks[r]
+        layer = rk.block_layer
+        recvs: tuple[RecvWR, ...] = ()
+        if layer + 1 < c.block_layers:
+            if c.block_wrs > self.rq_grant[r]:
+                return self._block_recv_depth(s, r, layer + 1)
+            s, recvs = self._post_block_layer(s, r, layer + 1)
+        n = c.block_wrs
+        if n > self.rq_grant[r] // 2 or n > c.sq_depth:
+            return self._fail(s, r, errors.BLOCK_SEND_DEPTH(
+                layer=layer, wrs=n, half=self.rq_grant[r] // 2, sq_depth=c.sq_depth),
+                recvs=tuple(self._wr_view(w) for w in recvs))
+        wrs = tuple(SendWR(TAG_BLOCK | 1, "bout", row, k * c.max_msg, c.chunk_len(k), True,
+                           Payload("block", r, row, k))
+                    for row in range(layer * c.block_rows, (layer + 1) * c.block_rows)
+                    for k in range(self.chunks))
+        s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = self._chain_check(s, r, len(wrs), "send")
+        s = self._put(s, r, send_outstanding=s.ranks[r].send_outstanding + n, phase=BLOCK_WAIT)
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in recvs),
+                            sends=tuple(self._wr_view(w) for w in wrs))
+
+    def en_block_gate_done(self, s: GateState):
+        rows = self.cfg.block_rows
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase == BLOCK_WAIT
+                and s.ranks[r].block_recv_done >= (s.ranks[r].block_layer + 1) * rows)
+
+    @action("rank", guard=en_block_gate_done)
+    def do_block_gate_done(self, s: GateState, r: int):
+        """The layer's rows arrived (as counted): the application reads them and calls the
+        next layer's batch gate, or the block's end."""
+        c, rk = self.cfg, s.ranks[r]
+        whole = {h.slot for h in rk.held if h.buf == "blk" and len(h.chunks) == self.chunks}
+        first = (rk.block_layer + 1) * c.block_rows
+        missing = [row for row in range(first) if row not in whole]
+        if missing:
+            s = self._ghost(s, stale=f"rank {r} passed verify-block layer {rk.block_layer} "
+                                     f"({rk.block_recv_done} rows counted) but row "
+                                     f"{missing[0]} has not landed whole")
+        if rk.block_layer + 1 < c.block_layers:
+            s = self._put(s, r, block_layer=rk.block_layer + 1, phase=BLOCK_SEND)
+        else:
+            s = self._put(s, r, phase=BLOCK_END)
+        return s, self._obs(s, r)
+
+    def en_block_end(self, s: GateState):
+        return ((r,) for r in (0, 1)
+                if s.ranks[r].phase == BLOCK_END
+                and s.ranks[r].block_recv_done >= self.block_total
+                and s.ranks[r].send_outstanding == 0)
+
+    @action("rank", guard=en_block_end)
+    def do_block_end(self, s: GateState, r: int):
+        """ds4_tp_batch_block_end: every row arrived and every send completed; the block's
+        rows are consumed and the queue pair is free for the other modes."""
+        rk = s.ranks[r]
+        held = tuple(h for h in rk.held if h.buf != "blk")
+        s = self._put(s, r, held=held, block_active=False, phase=IDLE, op=rk.op + 1)
+        return s, self._obs(s, r)
+
     # ------------------------------------------------------------------ the fabric
     def en_transmit(self, s: GateState):
         for r in (0, 1):
@@ -628,7 +841,7 @@ class GateSpec:
                                             f"{holder.seq}")
         if got.kind == "dummy":
             return s
-        chunk = got.chunk if got.kind == "gate" else 0
+        chunk = got.chunk if got.kind in ("gate", "block") else 0
         chunks = tuple(sorted(set(holder.chunks if holder else ()) | {chunk}))
         held = tuple(h for h in rk.held if h is not holder) + (
             Held(wr.buf, wr.slot, seq, chunks),)
@@ -747,6 +960,16 @@ class GateSpec:
                                             reason=errors.READ_TIMEOUT_ERRNO)
         if rk.phase == BIG_BAR_READ:
             return errors.BIG_BARRIER()
+        if rk.phase == BLOCK_HDR_READ:
+            return errors.BLOCK_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO)
+        if rk.phase == BLOCK_BAR_READ:
+            return errors.WINDOW_BARRIER_TIMEOUT()
+        if rk.phase == BLOCK_WAIT:
+            return errors.BLOCK_TIMEOUT(layer=rk.block_layer, rows=rk.block_recv_done,
+                                        want=(rk.block_layer + 1) * self.cfg.block_rows)
+        if rk.phase == BLOCK_END:
+            return errors.BLOCK_END_TIMEOUT(rows=rk.block_recv_done, want=self.block_total,
+                                            pending=rk.send_outstanding)
         return errors.BIG_TIMEOUT(recvs=len(rk.big_recvd), chunks=rk.big_win,
                                   sends=rk.big_send_done, sent=rk.big_sent)
 
@@ -758,8 +981,8 @@ class GateSpec:
     def en_peer_gone(self, s: GateState):
         for r in (0, 1):
             rk = s.ranks[r]
-            if s.ranks[1 - r].alive:
-                continue
+            if s.ranks[1 - r].alive or rk.phase == BLOCK_END:
+                continue        # ds4_tp_batch_block_end never checks the peer
             if rk.phase in REAP_PHASES or (rk.phase in TCP_READ_PHASES
                                            and not s.fabric.tcp[1 - r]):
                 yield (r,)
@@ -785,6 +1008,12 @@ class GateSpec:
                                             reason=errors.PEER_CLOSED_ERRNO)
         if rk.phase == BIG_BAR_READ:
             return errors.BIG_BARRIER()
+        if rk.phase == BLOCK_HDR_READ:
+            return errors.BLOCK_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO)
+        if rk.phase == BLOCK_BAR_READ:
+            return errors.WINDOW_BARRIER_CLOSED()
+        if rk.phase == BLOCK_WAIT:
+            return errors.BLOCK_PEER()
         raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
 
 
@@ -797,6 +1026,8 @@ def _first_byte(item: TcpItem) -> int:
 def _describe(item: TcpItem) -> str:
     if item.kind == "byte":
         return f"byte 0x{item.value:02x}"
+    if item.kind == "block":
+        return f"verify-block header ({item.value} layers x {item.chunks} rows)"
     return f"header big {item.value} ({item.chunks} chunks)"
 
 
@@ -807,6 +1038,8 @@ def _payload(p: Payload) -> str:
         return f"drain dummy {p.chunk} (after gate {p.seq})"
     if p.kind == "big":
         return f"big gate {p.chunk} chunk {p.seq}"
+    if p.kind == "block":
+        return f"verify-block row {p.seq} chunk {p.chunk}"
     return "warm-up message"
 
 

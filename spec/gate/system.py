@@ -18,6 +18,8 @@ from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import (
     BIG_BEGIN,
     BIG_PHASES,
+    BLOCK_OP,
+    BLOCK_PHASES,
     FAILED,
     IDLE,
     GateState,
@@ -37,10 +39,12 @@ INVARIANT_DOCS: dict[str, str] = {
                        "chunk k (drain dummies only in lookahead receives, big-gate chunks only "
                        "in their own staging receive)",
     "watermark_sound": "recv_done never exceeds the last gate whose whole vector landed, and a "
-                       "gate passes only with its whole vector in its slot",
+                       "gate passes only with its whole vector in its slot (a verify-block "
+                       "layer only with every row so far landed whole)",
     "slot_exclusive": "no arrival into a slot whose data is not consumed yet; no out-slot or "
                       "staging slot rewritten while a send still reads it",
-    "mode_exclusive": "the decode window and big-gate windows never coexist on the queue pair",
+    "mode_exclusive": "the decode window, big-gate windows and the verify block never coexist "
+                      "on the queue pair",
     "send_accounting": "send_outstanding equals the sends posted whose completions are not "
                        "reaped yet",
     "queue_bounds": "posted receives, in-flight sends and CQ entries stay within their depths; "
@@ -51,11 +55,20 @@ INVARIANT_DOCS: dict[str, str] = {
 }
 INVARIANTS = tuple(INVARIANT_DOCS)
 
+# The mode of the queue pair a posted receive belongs to, by its buffer.
+MODE_OF_BUFFER = {"in": "decode", "stage": "big-gate", "blk": "verify-block"}
+
 # Actions that inject a fault, or end a wait because of one; not progress.
 FAULT_ACTIONS = frozenset(action_names(GateSpec, fault=True))
 
 
 CALL_GATE, CALL_BIG = name_of(GateSpec.do_call_gate), name_of(GateSpec.do_call_big)
+CALL_BLOCK = name_of(GateSpec.do_call_block)
+# the verify block's steps (the z3 model leaves them out: its scope has verify_blocks=0)
+BLOCK_ACTIONS = tuple(name_of(f) for f in (
+    GateSpec.do_call_block, GateSpec.do_block_header_write, GateSpec.do_block_header_read,
+    GateSpec.do_block_post, GateSpec.do_block_barrier_write, GateSpec.do_block_barrier_read,
+    GateSpec.do_block_send, GateSpec.do_block_gate_done, GateSpec.do_block_end))
 TIMEOUT = name_of(GateSpec.do_timeout)
 BAD_CALL = name_of(GateSpec.do_bad_call)
 
@@ -70,6 +83,8 @@ class GateSystem:
         self.variants = tuple(variants)
         self.spec = GateSpec(cfg, frozenset(variants))
         self.actions = self.spec.actions
+        if cfg.verify_blocks:
+            self.weights = {**GateSystem.weights, CALL_BLOCK: self.block_weights}
         self.invariants = tuple(
             Invariant(name, doc, "state", getattr(self, f"inv_{name}"))
             for name, doc in INVARIANT_DOCS.items())
@@ -102,12 +117,15 @@ class GateSystem:
     # examples take a timeout only where nothing else can happen: every wait and TCP read may
     # time out, and one taken early ends the run before the fault it was allowed with.
     # (Hypothesis draws the first weight most.)
+    # Verify blocks, where the workload has them, come about as often as big gates.
     weights = {CALL_GATE: (1, 16, 64), CALL_BIG: (4, 1, 0), BAD_CALL: (8, 1), TIMEOUT: (1, 0)}
+    block_weights = (2, 1, 0)
 
     def depth(self, s: GateState) -> dict[str, int]:
         """How deep into the protocol a run has got, counting the ops both ranks finished:
         the longest run of decode gates in a row and how far it went past the window, the
-        drains (a big gate after a decode gate) and the big-gate windows."""
+        drains (a big gate or verify block after a decode gate), the big-gate windows and the
+        verify blocks."""
         done = s.script[:min(rk.op for rk in s.ranks)]
         run = longest = drains = windows = 0
         size = self.params.big_window(self.params.rq_depth)
@@ -116,10 +134,12 @@ class GateSystem:
             longest = max(longest, run)
             if op:
                 drains += i > 0 and done[i - 1] == 0
+            if op > 0:
                 windows += -(-op // size)
         return {"decode_gates_in_a_row": longest,
                 "gates_past_window": max(0, longest - self.params.window),
-                "drains": drains, "big_gate_windows": windows}
+                "drains": drains, "big_gate_windows": windows,
+                "verify_blocks": done.count(BLOCK_OP)}
 
     # -------------------------------------------------------------- invariants
     def inv_no_silent_drop(self, s: GateState) -> str | None:
@@ -144,9 +164,11 @@ class GateSystem:
         for r, rk in enumerate(s.ranks):
             if rk.window_active and rk.phase in BIG_PHASES - {BIG_BEGIN}:
                 return f"rank {r} runs a big-gate window while its decode window is active"
-            rq = s.fabric.qps[r].rq
-            if any(w.buf == "stage" for w in rq) and any(w.buf == "in" for w in rq):
-                return f"rank {r} has decode and big-gate receives posted together"
+            if rk.window_active and (rk.block_active or rk.phase in BLOCK_PHASES):
+                return f"rank {r} runs a verify block while its decode window is active"
+            modes = sorted({MODE_OF_BUFFER[w.buf] for w in s.fabric.qps[r].rq})
+            if len(modes) > 1:
+                return f"rank {r} has {' and '.join(modes)} receives posted together"
         return None
 
     def inv_send_accounting(self, s: GateState) -> str | None:

@@ -64,6 +64,15 @@ UNTAGGED_IN_BIG_WINDOW = Variant(
     "watermark_sound: a warm-up leftover (wr_id 1<<62) reaped in a big-gate window lifts "
     "recv_done to 2^62, past every gate that landed")
 
+BLOCK_DRAIN_WITHOUT_RENDEZVOUS = Variant(
+    "block-drain-without-rendezvous",
+    "a verify block begins as ds4_tp_batch_block_begin does: it drains the decode window "
+    "at once, with no header exchange before it",
+    "no_silent_drop, watermark_sound or no_deadlock: a dummy reaches a peer still closing its "
+    "last decode gate, before it reposts that gate's lookahead receive; UC drops it (or the "
+    "peer reaps it as a gate arrival, raising recv_done past what landed) and the peer's "
+    "drain waits for a receive that never comes")
+
 VARIANTS: tuple[Variant, ...] = (
     NO_BARRIER,
     TAG_EVERY_CHUNK,
@@ -74,6 +83,7 @@ VARIANTS: tuple[Variant, ...] = (
     DEPTH_MISMATCH,
     DRAIN_WITHOUT_RENDEZVOUS,
     UNTAGGED_IN_BIG_WINDOW,
+    BLOCK_DRAIN_WITHOUT_RENDEZVOUS,
 )
 
 DS4_V14 = Profile(
@@ -91,11 +101,14 @@ DS4_V14 = Profile(
         (UNTAGGED_IN_BIG_WINDOW.name,
          "tp_rdma_big_gate_exchange, ds4_tp.c 1852-1858: untagged completions are decode "
          "traffic"),
+        (BLOCK_DRAIN_WITHOUT_RENDEZVOUS.name,
+         "ds4_tp_batch_block_begin, ds4_tp.c 2192: the drain with no exchange before it"),
     ),
     # ds4's CQ has 512 entries (ds4_tp.c 945, 1114), three fewer than the spec's default;
     # its warm-up over UC posts a send in each of up to 20 attempts and may leave all their
     # completions unreaped (ds4_tp.c 1043-1062), but succeeds only once its one warm receive
-    # is reaped (1076, 1091)
-    params=("cq_depth=512", "warm_send_leftovers=20", "warm_recv_leftover=0"))
+    # is reaped (1076, 1091); its workload has verify blocks (ds4_tp_batch_block_begin)
+    params=("cq_depth=512", "warm_send_leftovers=20", "warm_recv_leftover=0",
+            "verify_blocks=1"))
 
 PROFILES: tuple[Profile, ...] = (DS4_V14,)

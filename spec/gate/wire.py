@@ -8,6 +8,7 @@ from dataclasses import dataclass
 # wr_id tag bits: gate receives and sends carry bare sequence numbers
 TAG_BULK = 1 << 63      # drain dummies and big-gate chunks: BULK | index
 TAG_WARM = 1 << 62      # warm-up exchanges at setup
+TAG_BLOCK = 1 << 61     # verify-block rows: BLOCK | (layer*rows + row + 1) received, BLOCK | 1 sent
 TAG_MASK = TAG_BULK | TAG_WARM
 
 @dataclass(frozen=True)
@@ -15,7 +16,8 @@ class Payload:
     """Ghost identity of the bytes a message carries, so checkers can see what landed where.
 
     kind: "gate" (seq, chunk), "dummy" (seq = the sender's last gate, chunk = index),
-    "big" (seq = chunk index in the big gate, chunk = big-gate number), "warm".
+    "big" (seq = chunk index in the big gate, chunk = big-gate number), "block" (seq = row
+    of the block, layer * rows + row; chunk), "warm".
     """
 
     kind: str
@@ -26,9 +28,10 @@ class Payload:
 
 @dataclass(frozen=True)
 class TcpItem:
-    """One write on the TCP side channel: a barrier byte or a big-gate header."""
+    """One write on the TCP side channel: a barrier byte, a big-gate header or a verify-block
+    header."""
 
-    kind: str           # "byte" | "header"
-    value: int          # the byte, or the header's big-gate number
-    chunks: int = 0     # header: chunks of the big gate
+    kind: str           # "byte" | "header" | "block"
+    value: int          # the byte, the header's big-gate number, or the block's layers
+    chunks: int = 0     # header: chunks of the big gate; block: rows per layer
     depth: int = 0      # header: the sender's granted receive depth
