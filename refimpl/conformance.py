@@ -55,6 +55,8 @@ class GateImpl(Protocol):
     def completions(self, polled: tuple[Completion, ...]) -> Emitted: ...
     def timeout(self) -> Emitted: ...
     def peer_closed(self) -> Emitted: ...
+    def post_failed(self, posted: int) -> Emitted: ...
+    def poll_failed(self) -> Emitted: ...
     def crash(self) -> None: ...
     def view(self) -> Any: ...
 
@@ -78,6 +80,7 @@ SETUP, CALL_BIG, CALL_BLOCK, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
     name_of(f) for f in (GateSpec.do_setup, GateSpec.do_call_big, GateSpec.do_call_block,
                          GateSpec.do_consume, GateSpec.do_reap, GateSpec.do_timeout,
                          GateSpec.do_peer_gone, GateSpec.do_crash))
+POST_FAIL, POLL_FAIL = name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail)
 CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
 FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
 SHRINK_SECONDS = 30.0    # the longest a mismatching random run is reduced for
@@ -163,6 +166,10 @@ def call_of(pre: GateState, name: str, args: tuple, obs: Observation) -> Call | 
         return Call(rank, GateImpl.peer_closed.__name__)
     if name == CRASH:
         return Call(rank, GateImpl.crash.__name__)
+    if name == POST_FAIL:
+        return Call(rank, GateImpl.post_failed.__name__, (args[1],))
+    if name == POLL_FAIL:
+        return Call(rank, GateImpl.poll_failed.__name__)
     return Call(rank, GateImpl.advance.__name__)
 
 
@@ -246,6 +253,14 @@ class GateHarness:
         if call.method == GateImpl.crash.__name__:
             impl.crash()
             return Emitted()
+        if call.method == GateImpl.post_failed.__name__:
+            # the rank takes its step, then its driver's post is refused part-way: what was
+            # up before the refused call stays posted (receives are posted before sends)
+            (posted,) = call.args
+            step, failed = impl.advance(), impl.post_failed(posted)
+            return Emitted(recvs=step.recvs[:posted],
+                           sends=step.sends[:max(0, posted - len(step.recvs))],
+                           result=failed.result, log=step.log + failed.log)
         return getattr(impl, call.method)(*call.args)
 
     @staticmethod
@@ -639,6 +654,17 @@ BLOCK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
       "verify_blocks": 1}, 0),
 )
 
+# failing posts and polls (post_failures=1), outside the model too: swept last, one fault a run,
+# among decode gates, in a big gate (and its drain) and in a verify block
+POST_FAILURE_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0, "faults": 1,
+      "post_failures": 1}, 1),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 1, "big_depth": 2,
+      "faults": 1, "post_failures": 1}, 1),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 1,
+      "post_failures": 1, "verify_blocks": 1}, 1),
+)
+
 
 def new_sweep() -> dict[str, Any]:
     """An exhaustive run's totals, before its first configuration (``depth``: the deepest
@@ -685,8 +711,8 @@ def conform_every_edge(factory: Factory, impl: str,
                        keep_going: bool = False, depth: int | None = None) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
-    fault action), of LOSS_CONFIGS (a lossy wire) and of BLOCK_CONFIGS (verify blocks), each
-    executed once in lockstep, then
+    fault action), of LOSS_CONFIGS (a lossy wire), BLOCK_CONFIGS (verify blocks) and
+    POST_FAILURE_CONFIGS (failing posts and polls), each executed once in lockstep, then
     every path of up to ``depth`` (default PATH_DEPTH) steps of PATH_CONFIGS; stops at the
     first mismatch (with ``keep_going``: a configuration's sweep or walk stops there, and the
     next one runs)."""
@@ -695,7 +721,7 @@ def conform_every_edge(factory: Factory, impl: str,
 
     t0 = time.perf_counter()
     base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
-    base += LOSS_CONFIGS + BLOCK_CONFIGS
+    base += LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS
     out = Report(impl, "gate", sweep=new_sweep())
     for values, faults in base:
         system = build(values)

@@ -18,6 +18,7 @@ formats (tests/test_conformance.py enforces that).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from verbspec.spec.gate import errors
@@ -150,6 +151,8 @@ class GateEngine:
     block_layer: int = 0
     block_posted: int = 0
     block_recv_done: int = 0
+    # the engine as it was before its last step that posted, for a post that then failed
+    before_post: GateEngine | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.grant = self.grant or self.cfg.rq_depth
@@ -266,7 +269,10 @@ class GateEngine:
                 }.get(self.phase)
         if step is None:
             raise EngineError(f"the engine has no step of its own in phase {self.phase}")
-        return step()
+        before = copy.copy(self)
+        out = step()
+        self.before_post = before if out.recvs or out.sends else None
+        return out
 
     def _arm(self) -> Emitted:
         recvs: tuple[WorkRequest, ...] = ()
@@ -341,7 +347,11 @@ class GateEngine:
 
     def _big_len(self, i: int) -> int:
         """Bytes of the window's chunk i: whole messages but for the big gate's last chunk."""
-        if self.big_base + i == self.big_chunks - 1 and self.cfg.big_last_bytes:
+        return self._big_len_of(self.big_base + i)
+
+    def _big_len_of(self, k: int) -> int:
+        """Bytes of the big gate's chunk k."""
+        if k == self.big_chunks - 1 and self.cfg.big_last_bytes:
             return self.cfg.big_last_bytes
         return self.cfg.max_msg
 
@@ -612,6 +622,57 @@ class GateEngine:
         self._need(BIG_HDR_READ)
         return self._fail(errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=self.big_no,
                                                    reason=errors.PEER_CLOSED_ERRNO))
+
+    def post_failed(self, posted: int) -> Emitted:
+        """The driver's post of what the last step emitted was refused once ``posted`` of its
+        work requests (receives first, then sends) were up: they stay posted, the rest of the
+        step never happened, and the rank fails with ds4's text for the refused call."""
+        b = self.before_post
+        if b is None:
+            raise EngineError("no step of the engine has posted anything to fail")
+        text = self._post_failure(b, posted)
+        for f in ("phase", "seq", "recv_done", "last_gate_seq", "window_active",
+                  "send_outstanding", "big_posted", "big_sent", "block_posted",
+                  "block_active"):
+            setattr(self, f, getattr(b, f))
+        self.before_post = None
+        return self._fail(text)
+
+    def _post_failure(self, b: GateEngine, posted: int) -> str:
+        """ds4's text for a post refused after ``posted`` WRs of the step ``b`` was to take."""
+        reason, c = errors.POST_ERRNO, self.cfg
+        if b.phase == ARM_POST:     # a chain per gate: the gates before the refused one stay
+            return errors.POST_RECV(seq=b.seq + posted // self.chunks, reason=reason)
+        if b.phase == SEND:
+            return errors.POST_SEND(reason=reason)
+        if b.phase == WAIT:
+            return errors.POST_RECV(seq=b.seq + c.window, reason=reason)
+        if b.phase == DRAIN_POST:
+            return errors.DRAIN_POST_FAILED(reason=reason)
+        if b.phase == BIG_POST:
+            return errors.BIG_POST_RECV(first=b.big_posted, chunks=b.big_win, reason=reason)
+        if b.phase == BIG_XFER:
+            room = min(c.chain_max, b.big_win - b.big_sent,
+                       c.big_send_depth() - b.send_outstanding)
+            return errors.BIG_POST_SEND(wrs=room, reason=reason)
+        if b.phase == BLOCK_POST:
+            return errors.BLOCK_POST_RECV(layer=0, reason=reason)
+        ahead = c.block_wrs if b.block_layer + 1 < c.block_layers else 0
+        if posted < ahead:
+            return errors.BLOCK_POST_RECV(layer=b.block_layer + 1, reason=reason)
+        return errors.BLOCK_POST_SEND(layer=b.block_layer, reason=reason)
+
+    def poll_failed(self) -> Emitted:
+        """ibv_poll_cq returned an error in a wait: silent but in a big-gate window."""
+        self._need(*CQ_WAITS)
+        if self.phase == DRAIN_WAIT:
+            return self._fail(errors.DRAIN_POLL())
+        if self.phase == BIG_XFER:
+            c = self.cfg
+            total = (self.big_chunks - 1) * c.max_msg + self._big_len_of(self.big_chunks - 1)
+            return self._fail(errors.BIG_POLL(offset=self.big_base * c.max_msg, bytes=total,
+                                              reason=errors.POLL_ERRNO))
+        return self._fail(errors.CQ_POLL())
 
     def crash(self) -> None:
         """The process died: nothing more comes from this rank."""

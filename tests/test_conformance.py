@@ -21,6 +21,7 @@ from verbspec.refimpl.conformance import (
     LOSS_CONFIGS,
     PATH_CONFIGS,
     PATH_DEPTH,
+    POST_FAILURE_CONFIGS,
     GateHarness,
     conform,
     conform_every_edge,
@@ -49,7 +50,7 @@ from verbspec.spec.gate.state import (
     WAIT,
 )
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.gate.system import BLOCK_ACTIONS, build
+from verbspec.spec.gate.system import BLOCK_ACTIONS, POST_FAILURE_ACTIONS, build
 from verbspec.spec.gate.variants import VARIANTS as GATE_VARIANTS
 from verbspec.spec.gate.wire import TAG_BULK, TcpItem
 
@@ -152,9 +153,10 @@ def test_conform_command_reports_the_reference_engine_clean(capsys, tmp_path):
     assert (out["impl"], out["protocol"], out["sequences"], out["mismatches"]) == (
         "refimpl", "gate", 20, 0)
     assert out["steps"] == sum(out["actions"].values()) and out["steps"] > 1000
-    # of 38 actions, the 9 of verify blocks are not taken at the defaults (verify_blocks=0)
-    assert out["actions_covered"] == len(out["actions"]) and out["actions_total"] == 38
-    assert not set(out["actions"]) & set(BLOCK_ACTIONS)
+    # at the defaults the verify block's actions and the failing posts and polls are not the
+    # system's (verify_blocks=0, post_failures=0)
+    assert out["actions_covered"] == len(out["actions"]) and out["actions_total"] == 29
+    assert not set(out["actions"]) & set(BLOCK_ACTIONS + POST_FAILURE_ACTIONS)
     assert out["trace"] is None and not list(tmp_path.iterdir())
     assert set(out["reached"]) == {"decode_gates_in_a_row", "gates_past_window", "drains",
                                    "big_gate_windows", "verify_blocks"}
@@ -310,7 +312,7 @@ def test_conform_exhaustive_covers_every_action(capsys, tmp_path):
     assert main(["conform", "--exhaustive", "--quiet", "--json",
                  "--trace-dir", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == 8
+    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == len(SWEPT) == 16
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
     assert out["exhaustive"]["depth"] == PATH_DEPTH and out["exhaustive"]["paths"] > 10_000
     assert set(out["actions"]) == set(action_names(GateSpec))
@@ -328,7 +330,8 @@ CAUGHT = {"no-barrier": ("arm_post", 3, 1), "tag-every-chunk": ("arm_post", 3, 2
           "block-drain-without-rendezvous": ("call_block", 2, 9)}
 FAST = ("no-barrier", "tag-every-chunk", "signal-last-only")
 # the configurations conform_every_edge sweeps, in its order
-SWEPT = [(v, f) for v, w, f in SWEEP_CONFIGS if not w] + list(LOSS_CONFIGS + BLOCK_CONFIGS)
+SWEPT = [(v, f) for v, w, f in SWEEP_CONFIGS if not w] + list(
+    LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS)
 
 
 def test_every_variant_has_an_engine():

@@ -44,6 +44,7 @@ DS4_FUNCTIONS = frozenset({"tp_wc_status_str", "tp_rdma_register_and_exchange",
                            "tp_rdma_drain_decode_window", "tp_rdma_big_gate_exchange",
                            "ds4_tp_big_gate_exchange", "ds4_tp_batch_block_begin",
                            "tp_rdma_block_post_layer", "tp_rdma_block_gate_exchange",
+                           "tp_rdma_post_gate_recv",
                            "ds4_tp_batch_block_end"})
 
 _PRINTF = re.compile(r"(%[-+ #0]*[0-9]*(?:\.[0-9]+)?(?:hh|h|ll|l|z|j|t)?[diuxXs%])")
@@ -163,6 +164,7 @@ def _big_barrier_mismatch(system: GateSystem) -> str:
 # verify blocks (of the default two layers of one row, unless said): both ranks armed, then
 # rank 0 waiting for layer 0's row
 BLOCKS = {"verify_blocks": 1}
+FAILS = {"post_failures": 1}
 BLOCK_ARMED = (*SETUP, ("call_block", 0), ("call_block", 1), ("block_header_write", 0),
                ("block_header_write", 1), ("block_header_read", 0), ("block_header_read", 1),
                ("block_post", 0), ("block_post", 1), ("block_barrier_write", 0),
@@ -257,6 +259,25 @@ SCENARIOS: dict[str, Scenario] = {
     "BLOCK_TIMEOUT": lambda g: [error_of(build(BLOCKS), *BLOCK_WAITING, ("timeout", 0))],
     "BLOCK_END_TIMEOUT": lambda g: [error_of(build({**BLOCKS, "block_layers": 1}),
                                              *BLOCK_ENDING, ("timeout", 0))],
+    # failing posts and polls: arming refused at its first gate and at its last (15 gates of
+    # two chunks up), the repost after gate 1, and each other posting step and wait
+    "POST_RECV": lambda g: [error_of(build(FAILS), *SETUP, ("call_gate", 0, 0, 0, 1),
+                                     ("post_fail", 0, posted)) for posted in (0, 30)] + [
+        error_of(build(FAILS), *ARMED, *GATE_1[:11], ("post_fail", 0, 0))],
+    "POST_SEND": lambda g: [error_of(build(FAILS), *ARMED, ("post_fail", 0, 0))],
+    "CQ_POLL": lambda g: [error_of(build(FAILS), *ARMED, ("gate_send", 0), ("poll_fail", 0)),
+                          error_of(build({**BLOCKS, **FAILS}), *BLOCK_WAITING,
+                                   ("poll_fail", 0))],
+    "DRAIN_POST_FAILED": lambda g: [error_of(build(FAILS), *DRAINING[:-1], ("post_fail", 0, 0))],
+    "DRAIN_POLL": lambda g: [error_of(build(FAILS), *DRAINING, ("poll_fail", 0))],
+    "BIG_POST_RECV": lambda g: [error_of(build(FAILS), *BIG_OPEN[:-2], ("post_fail", 0, 0))],
+    "BIG_POST_SEND": lambda g: [error_of(build(FAILS), *BIG_XFER, ("post_fail", 0, 0))],
+    "BIG_POLL": lambda g: [error_of(build(FAILS), *BIG_XFER, ("poll_fail", 0))],
+    "BLOCK_POST_RECV": lambda g: [
+        error_of(build({**BLOCKS, **FAILS}), *BLOCK_ARMED[:8], ("post_fail", 0, 0)),
+        error_of(build({**BLOCKS, **FAILS}), *BLOCK_ARMED, ("post_fail", 0, 0))],
+    "BLOCK_POST_SEND": lambda g: [error_of(build({**BLOCKS, **FAILS}), *BLOCK_ARMED,
+                                           ("post_fail", 0, 2))],
 }
 
 # What some scenarios must print, as ds4 would for the same state.
@@ -294,6 +315,13 @@ EXPECTED = {
     "BLOCK_EMPTY": ["rdma verify-block receive of 0 bytes"],
     "BLOCK_TIMEOUT": ["timeout waiting verify-block gate layer 0 (0/1 rows)"],
     "BLOCK_END_TIMEOUT": ["verify-block end: 1/1 rows received, 2 sends pending"],
+    "POST_RECV": [f"rdma post_recv(seq {seq}): Cannot allocate memory" for seq in (1, 16, 17)],
+    "BIG_POST_RECV": ["big gate post_recv(0 of 1): Cannot allocate memory"],
+    "BIG_POST_SEND": ["big gate post_send(1): Cannot allocate memory"],
+    "BIG_POLL": ["big gate poll_cq failed at 0/16384 bytes: Input/output error"],
+    "BLOCK_POST_RECV": [f"rdma verify-block post_recv(layer {layer}): Cannot allocate memory"
+                        for layer in (0, 1)],
+    "BLOCK_POST_SEND": ["rdma verify-block post_send(layer 0): Cannot allocate memory"],
 }
 
 

@@ -388,7 +388,8 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
 SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates (no verify "
          "blocks: verify_blocks=0), with or "
          "without faults (crashes, error and warm-up completions, timeouts, bad calls, a dead "
-         "peer); the base protocol, and for decode-only workloads (big_gates=0) the variants "
+         "peer; no failing posts or polls: post_failures=0); the base protocol, and for "
+         "decode-only workloads (big_gates=0) the variants "
          "no-barrier, tag-every-chunk, signal-last-only (with unsignaled_completions=1), "
          "no-seq-check (without faults) and depth-mismatch")
 
@@ -396,7 +397,8 @@ SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates 
 def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
     """Why the model does not cover a configuration, or None."""
     outside = [f"{k}={getattr(cfg, k)}" for k, want in (("qp_type", "uc"), ("wire_loss", 0),
-                                                         ("verify_blocks", 0))
+                                                         ("verify_blocks", 0),
+                                                         ("post_failures", 0))
                if getattr(cfg, k) != want]
     outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]
     if cfg.big_gates:

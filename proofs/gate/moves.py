@@ -68,7 +68,7 @@ from verbspec.proofs.gate.vocabulary import (
     State,
 )
 from verbspec.spec.gate import state as gs
-from verbspec.spec.gate.system import BLOCK_ACTIONS
+from verbspec.spec.gate.system import BLOCK_ACTIONS, POST_FAILURE_ACTIONS
 
 MoveFn = Callable[[State, Params, int, Choices], Move]
 
@@ -636,8 +636,8 @@ def peer_gone(s: State, prm: Params, r: int, choice: Choices) -> Move:
 
 
 def _outside_the_model(name: str) -> MoveFn:
-    """A verify-block step: outside the model (out_of_scope requires verify_blocks=0, where
-    no verify block is called), never enabled."""
+    """A verify-block step, or a failing post or poll: outside the model (out_of_scope
+    requires verify_blocks=0 and post_failures=0, where none is enabled), never enabled."""
     def never(s: State, prm: Params, r: int, choice: Choices) -> Move:
         return Move(z3.BoolVal(False), {})
     never.__name__ = name
@@ -645,7 +645,8 @@ def _outside_the_model(name: str) -> MoveFn:
     return never
 
 
-VERIFY_BLOCK_STEPS = tuple(_outside_the_model(name) for name in BLOCK_ACTIONS)
+OUTSIDE_THE_MODEL = tuple(_outside_the_model(name)
+                          for name in BLOCK_ACTIONS + POST_FAILURE_ACTIONS)
 
 
 # ---------------------------------------------------------------------------- the table
@@ -655,7 +656,7 @@ MOVES: dict[str, MoveFn] = {f.__name__: f for f in (
     gate_done, consume, big_header_write, big_header_read, drain_post, drain_done,
     big_begin, big_post_recv, big_barrier_write, big_barrier_read, big_send,
     big_window_done, transmit, deliver, crash, error_completion, stray_completion, lose,
-    bad_call, timeout, peer_gone, *VERIFY_BLOCK_STEPS,
+    bad_call, timeout, peer_gone, *OUTSIDE_THE_MODEL,
 )}
 if set(MOVES) != set(ACTIONS):
     raise ImportError(f"the model's moves {sorted(MOVES)} are not the spec's actions "

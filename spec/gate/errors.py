@@ -214,6 +214,32 @@ BLOCK_TIMEOUT = Message("timeout waiting verify-block gate layer %u (%llu/%llu r
 BLOCK_END_TIMEOUT = Message("verify-block end: %llu/%llu rows received, %u sends pending",
                             ("rows", "want", "pending"), "ds4_tp_batch_block_end", 2224)
 
+# ----------------------------------------------------------------- post and poll failures
+# strerror(errno) where a post fails: a full queue (ENOMEM), as the providers report it
+POST_ERRNO = "Cannot allocate memory"
+# and where a poll fails (the providers return a negative count; ds4 prints errno)
+POLL_ERRNO = "Input/output error"
+POST_RECV = Message("rdma post_recv(seq %llu): %s", ("seq", "reason"), "tp_rdma_post_gate_recv",
+                    1500)
+POST_SEND = Message("rdma post_send: %s", ("reason",), "tp_rdma_gate_exchange", 1567)
+# tp_rdma_drain_cq returns 0 on a failed poll; the gate (or verify-block wait) ends silently
+CQ_POLL = Message("verbspec silent failure: ibv_poll_cq failed in a gate or verify-block wait",
+                  (), "tp_rdma_drain_cq", 1313, SILENT)
+DRAIN_POST_FAILED = Message("rdma receive-window drain post failed: %s", ("reason",),
+                     "tp_rdma_drain_decode_window", 1656)
+DRAIN_POLL = Message("verbspec silent failure: ibv_poll_cq failed in the receive-window drain",
+                     (), "tp_rdma_drain_decode_window", 1671, SILENT)
+BIG_POST_RECV = Message("big gate post_recv(%u of %u): %s", ("first", "chunks", "reason"),
+                        "tp_rdma_big_gate_exchange", 1799)
+BIG_POST_SEND = Message("big gate post_send(%u): %s", ("wrs", "reason"),
+                        "tp_rdma_big_gate_exchange", 1834)
+BIG_POLL = Message("big gate poll_cq failed at %llu/%llu bytes: %s",
+                   ("offset", "bytes", "reason"), "tp_rdma_big_gate_exchange", 1842)
+BLOCK_POST_RECV = Message("rdma verify-block post_recv(layer %u): %s", ("layer", "reason"),
+                          "tp_rdma_block_post_layer", 1387)
+BLOCK_POST_SEND = Message("rdma verify-block post_send(layer %u): %s", ("layer", "reason"),
+                          "tp_rdma_block_gate_exchange", 1440)
+
 # Every text a rank can fail with, by name: each Message above but the piece and the log.
 _NOT_ERRORS = ("WC_STATUS", "CHUNKED_VECTORS")
 ERRORS: dict[str, Message] = {

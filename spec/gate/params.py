@@ -70,6 +70,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "warm-up succeeds only after reaping its one warm receive", lo=0, hi=1),
     ParamSpec("wire_loss", int, 0, "1: the wire may lose messages (UC has no recovery)",
               lo=0, hi=1),
+    ParamSpec("post_failures", int, 0,
+              "1: with faults, ibv_post_recv, ibv_post_send and ibv_poll_cq may fail, and the "
+              "rank fails as ds4 does (what an arming posted before the failing gate stays "
+              "posted); the z3 model does not cover them", lo=0, hi=1),
     ParamSpec("ops", int, 48, "workload: gate calls and big gates each rank makes", lo=1,
               hi=MAX_SEQ),
     ParamSpec("big_gates", int, 1,
@@ -112,6 +116,7 @@ class GateConfig:
     warm_send_leftovers: int
     warm_recv_leftover: int
     wire_loss: int
+    post_failures: int
     ops: int
     big_gates: int
     verify_blocks: int

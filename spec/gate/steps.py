@@ -978,6 +978,93 @@ class GateSpec:
         s = self._faulted(s)
         return self._fail(s, r, self.timed_out(s.ranks[r]))
 
+    # ------------------------------------------------------------------ post and poll failures
+    def post_calls(self, s: GateState, r: int) -> tuple[int, ...]:
+        """Where the rank's next step may fail posting, as the number of work requests it has
+        posted when its failing call is refused: an arming posts a chain per gate (the first
+        gate's or the last gate's may fail; the gates before stay posted), a verify-block gate
+        its next layer's receives, then its sends; every other posting step one chain, which
+        fails whole (at its first WR, as a full queue refuses it)."""
+        c, rk = self.cfg, s.ranks[r]
+        ph = rk.phase
+        if ph == ARM_POST:
+            return tuple(sorted({0, (c.window - 1) * self.chunks}))
+        if ph in (SEND, DRAIN_POST, BIG_POST) or (ph == WAIT and rk.recv_done >= rk.seq):
+            return (0,)
+        if ph == BIG_XFER:
+            return (0,) if self._send_room(rk) > 0 else ()
+        if ph == BLOCK_POST:
+            return (0,) if c.block_wrs <= self.rq_grant[r] else ()
+        if ph == BLOCK_SEND:
+            ahead = c.block_wrs if rk.block_layer + 1 < c.block_layers else 0
+            if ahead and c.block_wrs > self.rq_grant[r]:
+                return ()       # ds4 fails silently before it posts
+            sends = c.block_wrs <= self.rq_grant[r] // 2 and c.block_wrs <= c.sq_depth
+            return ((0,) if ahead else ()) + ((ahead,) if sends else ())
+        return ()
+
+    def en_post_fail(self, s: GateState):
+        if self.cfg.faults and self.cfg.post_failures:
+            for r in (0, 1):
+                for posted in self.post_calls(s, r):
+                    yield (r, posted)
+
+    @action("rank", "posted", guard=en_post_fail, fault=True)
+    def do_post_fail(self, s: GateState, r: int, posted: int):
+        """ibv_post_recv or ibv_post_send refuses the step's post call once ``posted`` work
+        requests of the step are up: they stay posted, and the rank fails with ds4's text for
+        that call (nothing else of the step happens)."""
+        c, rk = self.cfg, s.ranks[r]
+        s = self._faulted(s)
+        reason = errors.POST_ERRNO
+        if rk.phase == ARM_POST:
+            wrs: tuple[RecvWR, ...] = ()
+            for q in range(rk.seq, rk.seq + posted // self.chunks):
+                wrs += self.gate_recv_chain(r, q)
+            s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
+            return self._fail(s, r, errors.POST_RECV(seq=rk.seq + posted // self.chunks,
+                                                     reason=reason),
+                              recvs=tuple(self._wr_view(w) for w in wrs))
+        if rk.phase == SEND:
+            return self._fail(s, r, errors.POST_SEND(reason=reason))
+        if rk.phase == WAIT:
+            return self._fail(s, r, errors.POST_RECV(seq=rk.seq + c.window, reason=reason))
+        if rk.phase == DRAIN_POST:
+            return self._fail(s, r, errors.DRAIN_POST_FAILED(reason=reason))
+        if rk.phase == BIG_POST:
+            return self._fail(s, r, errors.BIG_POST_RECV(first=rk.big_posted, chunks=rk.big_win,
+                                                         reason=reason))
+        if rk.phase == BIG_XFER:
+            return self._fail(s, r, errors.BIG_POST_SEND(wrs=self._send_room(rk), reason=reason))
+        if rk.phase == BLOCK_POST:
+            return self._fail(s, r, errors.BLOCK_POST_RECV(layer=0, reason=reason))
+        if posted < (c.block_wrs if rk.block_layer + 1 < c.block_layers else 0):
+            return self._fail(s, r, errors.BLOCK_POST_RECV(layer=rk.block_layer + 1,
+                                                           reason=reason))
+        recvs = ()
+        if rk.block_layer + 1 < c.block_layers:
+            s, recvs = self._post_block_layer(s, r, rk.block_layer + 1)
+        return self._fail(s, r, errors.BLOCK_POST_SEND(layer=rk.block_layer, reason=reason),
+                          recvs=tuple(self._wr_view(w) for w in recvs))
+
+    def en_poll_fail(self, s: GateState):
+        if self.cfg.faults and self.cfg.post_failures:
+            yield from ((r,) for r in (0, 1) if s.ranks[r].phase in REAP_PHASES)
+
+    @action("rank", guard=en_poll_fail, fault=True)
+    def do_poll_fail(self, s: GateState, r: int):
+        """ibv_poll_cq returns an error: the wait ends, silently but in a big-gate window."""
+        rk, c = s.ranks[r], self.cfg
+        s = self._faulted(s)
+        if rk.phase == DRAIN_WAIT:
+            return self._fail(s, r, errors.DRAIN_POLL())
+        if rk.phase == BIG_XFER:
+            total = (rk.big_chunks - 1) * c.max_msg + c.big_chunk_len(rk.big_chunks - 1,
+                                                                      rk.big_chunks)
+            return self._fail(s, r, errors.BIG_POLL(offset=rk.big_base * c.max_msg, bytes=total,
+                                                    reason=errors.POLL_ERRNO))
+        return self._fail(s, r, errors.CQ_POLL())
+
     def en_peer_gone(self, s: GateState):
         for r in (0, 1):
             rk = s.ranks[r]

@@ -69,6 +69,8 @@ BLOCK_ACTIONS = tuple(name_of(f) for f in (
     GateSpec.do_call_block, GateSpec.do_block_header_write, GateSpec.do_block_header_read,
     GateSpec.do_block_post, GateSpec.do_block_barrier_write, GateSpec.do_block_barrier_read,
     GateSpec.do_block_send, GateSpec.do_block_gate_done, GateSpec.do_block_end))
+# the failing posts and polls (likewise outside the model: its scope has post_failures=0)
+POST_FAILURE_ACTIONS = (name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail))
 TIMEOUT = name_of(GateSpec.do_timeout)
 BAD_CALL = name_of(GateSpec.do_bad_call)
 
@@ -82,7 +84,11 @@ class GateSystem:
         self.params = cfg
         self.variants = tuple(variants)
         self.spec = GateSpec(cfg, frozenset(variants))
-        self.actions = self.spec.actions
+        # a configuration's actions: the verify block's only with verify_blocks=1, the
+        # failing posts and polls only with post_failures=1 (elsewhere never enabled)
+        absent = (BLOCK_ACTIONS * (not cfg.verify_blocks)
+                  + POST_FAILURE_ACTIONS * (not cfg.post_failures))
+        self.actions = tuple(a for a in self.spec.actions if a.name not in absent)
         if cfg.verify_blocks:
             self.weights = {**GateSystem.weights, CALL_BLOCK: self.block_weights}
         self.invariants = tuple(
