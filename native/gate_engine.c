@@ -55,6 +55,34 @@
 #define BIG_LENGTH "big gate chunk %llu received %u bytes, expected %u"
 #define BIG_PEER "peer disconnected during big gate"
 #define BIG_TIMEOUT "timeout in big gate window (%u/%u recvs, %u/%u sends, %u sent)"
+#define BLOCK_HEADER_FAILED "verbspec safety rule: verify-block header exchange failed: %s"
+#define BLOCK_HEADER_MISFRAMED "verbspec safety rule: verify-block header read found %s"
+#define BLOCK_HEADER_MISMATCH \
+    "verbspec safety rule: verify block of %u layers x %u rows vs the peer's %u x %u"
+#define BLOCK_RECV_DEPTH \
+    "verbspec silent failure: verify-block layer %u needs %u receives, above the receive " \
+    "depth %u"
+#define BLOCK_SEND_DEPTH \
+    "verbspec silent failure: verify-block layer %u sends %u work requests, above %u (half " \
+    "the receive depth) or the send depth %u"
+#define BLOCK_EMPTY "rdma verify-block receive of 0 bytes"
+#define BLOCK_PEER "peer disconnected during verify-block gate"
+#define BLOCK_TIMEOUT "timeout waiting verify-block gate layer %u (%llu/%llu rows)"
+#define BLOCK_END_TIMEOUT "verify-block end: %llu/%llu rows received, %u sends pending"
+#define POST_RECV "rdma post_recv(seq %llu): %s"
+#define POST_SEND "rdma post_send: %s"
+#define CQ_POLL "verbspec silent failure: ibv_poll_cq failed in a gate or verify-block wait"
+#define DRAIN_POST_FAILED "rdma receive-window drain post failed: %s"
+#define DRAIN_POLL "verbspec silent failure: ibv_poll_cq failed in the receive-window drain"
+#define BIG_POST_RECV "big gate post_recv(%u of %u): %s"
+#define BIG_POST_SEND "big gate post_send(%u): %s"
+#define BIG_POLL "big gate poll_cq failed at %llu/%llu bytes: %s"
+#define BLOCK_POST_RECV "rdma verify-block post_recv(layer %u): %s"
+#define BLOCK_POST_SEND "rdma verify-block post_send(layer %u): %s"
+/* strerror(ENOMEM): a post refused by a full queue, as the providers report it */
+#define POST_ERRNO "Cannot allocate memory"
+/* strerror(EIO): where a poll fails (the providers return a negative count; ds4 prints errno) */
+#define POLL_ERRNO "Input/output error"
 /* strerror(ECONNRESET): a dead peer's socket held the header this rank wrote before reading */
 #define PEER_CLOSED_ERRNO "Connection reset by peer"
 /* strerror(EAGAIN): a data-socket read past its receive timeout (the gate timeout) */
@@ -67,8 +95,25 @@ typedef unsigned long long ull;
 static const char PHASE_NAMES[VS_GATE_N_PHASES][24] = {
     "init", "idle", "hold", "arm_post", "arm_barrier_write", "arm_barrier_read", "send", "wait",
     "drain_post", "drain_wait", "big_header_write", "big_header_read", "big_begin", "big_post",
-    "big_barrier_write", "big_barrier_read", "big_xfer", "failed", "crashed",
+    "big_barrier_write", "big_barrier_read", "big_xfer", "block_header_write",
+    "block_header_read", "block_post", "block_barrier_write", "block_barrier_read", "block_send",
+    "block_wait", "block_end", "failed", "crashed",
 };
+
+/* The fields a step that posts may change, and those ds4's text for its post names, as they
+ * were before the engine's last such step: a post that then fails undoes the step. */
+typedef struct {
+    int32_t valid;              /* 1: its last step of its own posted, and no post failed */
+    int32_t phase;
+    uint64_t seq;
+    uint64_t recv_done;
+    uint64_t last_gate_seq;
+    int32_t window_active;
+    int64_t send_outstanding;
+    uint64_t big_win, big_posted, big_sent;
+    int32_t block_active;
+    uint64_t block_layer, block_posted;
+} before_post;
 
 struct vs_gate {
     size_t size;                /* bytes of this engine's one allocation */
@@ -98,6 +143,14 @@ struct vs_gate {
     uint64_t big_n_recvd;
     uint32_t barrier_tag;
 
+    int32_t in_block;           /* the application's verify block is in progress */
+    int32_t block_active;       /* its receives are armed (after the drain) */
+    uint64_t block_layer;       /* the layer whose batch gate is in progress */
+    uint64_t block_posted;      /* layers whose receives are posted */
+    uint64_t block_recv_done;   /* rows received in this block */
+
+    before_post before;         /* the engine before its last step that posted */
+
     char refusal[VS_GATE_TEXT];
     vs_gate_emitted out;
     vs_gate_wr wrs[];           /* receives [0, cap), then sends [cap, 2 cap) */
@@ -111,13 +164,16 @@ static uint64_t chunk_len(const vs_gate *e, uint64_t k)
     return min_u(e->cfg.max_msg, e->cfg.vec_bytes - k * e->cfg.max_msg);
 }
 
-/* Bytes of the window's chunk i: whole messages but for the big gate's last chunk. */
-static uint64_t big_len(const vs_gate *e, uint64_t i)
+/* Bytes of the big gate's chunk k: whole messages but for its last chunk. */
+static uint64_t big_len_of(const vs_gate *e, uint64_t k)
 {
-    if (e->big_base + i == e->big_chunks - 1 && e->cfg.big_last_bytes)
+    if (k == e->big_chunks - 1 && e->cfg.big_last_bytes)
         return e->cfg.big_last_bytes;
     return e->cfg.max_msg;
 }
+
+/* Bytes of the window's chunk i. */
+static uint64_t big_len(const vs_gate *e, uint64_t i) { return big_len_of(e, e->big_base + i); }
 
 /* (seq - 1) mod m, as the schedule counts gates from 1 */
 static uint64_t ordinal(uint64_t seq, uint64_t m) { return seq == 0 ? m - 1 : (seq - 1) % m; }
@@ -157,6 +213,18 @@ static int64_t big_send_depth(const vs_gate *e)
     return (int64_t)min_u(e->cfg.sq_depth, e->cfg.big_depth);
 }
 
+/* Sends a big-gate window of win chunks, sent of them posted, may post next with outstanding
+ * sends in flight: a chain, capped by what is left and the send queue's room (<= 0: none). */
+static int64_t send_room(const vs_gate *e, uint64_t win, uint64_t sent, int64_t outstanding)
+{
+    int64_t room = (int64_t)min_u(e->cfg.chain_max, win - sent);
+    int64_t free_sq = big_send_depth(e) - outstanding;
+    return free_sq < room ? free_sq : room;
+}
+
+/* Work requests of one verify-block layer: every row's chunks. */
+static uint64_t block_wrs(const vs_gate *e) { return e->cfg.block_rows * e->chunks; }
+
 /* ------------------------------------------------------------------ emitting */
 static void begin(vs_gate *e)
 {
@@ -188,29 +256,32 @@ static VS_PRINTF(2, 3) int fail(vs_gate *e, const char *fmt, ...)
 
 #define BIT(p) (UINT32_C(1) << (p))
 
-/* Refuses a call the engine cannot take in its phase; phases is a set of BIT(phase). */
-static int need(vs_gate *e, uint32_t phases)
+/* Refuses a call the engine cannot take in its phase, one of two sets of BIT(phase); the
+ * refusal names first's phases, then then's, each set in enum order. */
+static int need_of(vs_gate *e, uint32_t first, uint32_t then)
 {
-    if (phases & BIT(e->phase))
+    if ((first | then) & BIT(e->phase))
         return VS_GATE_OK;
     size_t at = (size_t)snprintf(e->refusal, sizeof e->refusal, "the engine is in phase %s, not ",
                                  PHASE_NAMES[e->phase]);
     const char *sep = "";
-    for (int p = 0; p < VS_GATE_N_PHASES && at < sizeof e->refusal; p++)
-        if (phases & BIT(p)) {
-            at += (size_t)snprintf(e->refusal + at, sizeof e->refusal - at, "%s%s", sep,
-                                   PHASE_NAMES[p]);
-            sep = " or ";
-        }
+    for (int set = 0; set < 2; set++)
+        for (int p = 0; p < VS_GATE_N_PHASES && at < sizeof e->refusal; p++)
+            if ((set ? then : first) & BIT(p)) {
+                at += (size_t)snprintf(e->refusal + at, sizeof e->refusal - at, "%s%s", sep,
+                                       PHASE_NAMES[p]);
+                sep = " or ";
+            }
     return VS_GATE_REFUSED;
 }
+
+static int need(vs_gate *e, uint32_t phases) { return need_of(e, phases, 0); }
 
 /* Appends a work request on region buf, at slot * stride + offset. */
 static void put_wr(vs_gate *e, vs_gate_wr *to, size_t *n, uint64_t wr_id, int32_t buf,
                    uint64_t slot, uint64_t offset, uint64_t length)
 {
-    uint64_t stride = (buf == VS_GATE_BUF_IN || buf == VS_GATE_BUF_OUT) ? e->cfg.vec_bytes
-                                                                          : e->cfg.max_msg;
+    uint64_t stride = buf == VS_GATE_BUF_STAGE ? e->cfg.max_msg : e->cfg.vec_bytes;
     vs_gate_wr *w = &to[(*n)++];
     w->wr_id = wr_id;
     w->buf = buf;
@@ -310,13 +381,21 @@ int vs_gate_create(const vs_gate_config *cfg, uint64_t grant, vs_gate **out, cha
         return bad_config(err, err_len, "big_depth must be 1..256");
     if (cfg->big_last_bytes > cfg->max_msg)
         return bad_config(err, err_len, "big_last_bytes must be 0..max_msg");
+    if ((cfg->block_layers == 0) != (cfg->block_rows == 0) || cfg->block_layers > 65536
+        || cfg->block_rows > VS_GATE_MAX_WINDOW)
+        return bad_config(err, err_len, "block_layers and block_rows must be 1..65536 and "
+                          "1..32768, or both 0");
 
     uint64_t chunks = (cfg->vec_bytes + cfg->max_msg - 1) / cfg->max_msg;
-    /* the longest chain one step posts: the arming window, or a big-gate sub-batch */
+    /* the longest chain one step posts: the arming window, a big-gate sub-batch, or a
+     * verify-block layer (posted only within the receive depth) */
     size_t cap = (size_t)(cfg->window * chunks);
     size_t batch = (size_t)min_u(cfg->chain_max, VS_GATE_MAX_BIG_DEPTH);
     if (batch > cap)
         cap = batch;
+    uint64_t layer = cfg->block_rows * chunks;
+    if (layer > cap && layer <= (grant ? grant : cfg->rq_depth))
+        cap = (size_t)layer;
     size_t size = sizeof(vs_gate) + 2 * cap * sizeof(vs_gate_wr);
     vs_gate *e = calloc(1, size);
     if (!e)
@@ -389,6 +468,21 @@ int vs_gate_call_big(vs_gate *e, uint64_t chunks)
     e->big_header_done = 0;
     e->barrier_tag = 0;             /* each call's windows write barrier bytes 1, 2, ... */
     e->phase = VS_GATE_BIG_HDR_SEND;
+    return VS_GATE_OK;
+}
+
+/* ds4_tp_batch_block_begin, with the header exchange that brings both ranks to the drain
+ * together (ds4 drains at once). */
+int vs_gate_call_block(vs_gate *e)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_IDLE)))
+        return VS_GATE_REFUSED;
+    if (e->cfg.block_layers == 0)
+        return refuse(e, "the configuration has no verify blocks (block_layers 0)");
+    e->in_block = 1;
+    e->block_layer = e->block_posted = e->block_recv_done = 0;
+    e->phase = VS_GATE_BLOCK_HDR_SEND;
     return VS_GATE_OK;
 }
 
@@ -489,7 +583,11 @@ static int drain_done(vs_gate *e)
                       (long long)e->send_outstanding);
     e->recv_done = e->last_gate_seq;
     e->window_active = 0;
-    e->phase = e->big_header_done ? VS_GATE_BIG_BEGIN : VS_GATE_BIG_HDR_SEND;
+    /* a drain starts only once the big-gate or verify-block header is read */
+    if (e->in_block)
+        e->phase = VS_GATE_BLOCK_POST;
+    else
+        e->phase = e->big_header_done ? VS_GATE_BIG_BEGIN : VS_GATE_BIG_HDR_SEND;
     return VS_GATE_OK;
 }
 
@@ -541,10 +639,7 @@ static int big_barrier(vs_gate *e)
  * complete, move to the next window. */
 static int big_progress(vs_gate *e)
 {
-    int64_t room = (int64_t)min_u(e->cfg.chain_max, e->big_win - e->big_sent);
-    int64_t free_sq = big_send_depth(e) - e->send_outstanding;
-    if (free_sq < room)
-        room = free_sq;
+    int64_t room = send_room(e, e->big_win, e->big_sent, e->send_outstanding);
     if (room > 0) {
         for (uint64_t i = e->big_sent; i < e->big_sent + (uint64_t)room; i++)
             put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, big_len(e, i));
@@ -560,6 +655,113 @@ static int big_progress(vs_gate *e)
     return VS_GATE_OK;
 }
 
+/* ------------------------------------------------------------------ verify block */
+static int write_block_header(vs_gate *e)
+{
+    put_tcp(e, VS_GATE_TCP_BLOCK, e->cfg.block_layers, e->cfg.block_rows, 0);
+    e->phase = VS_GATE_BLOCK_HDR_READ;
+    return VS_GATE_OK;
+}
+
+/* A layer's rows, one WR per chunk. A receive tags a row's last chunk with BLOCK | (row + 1),
+ * row counted through the block, and its other chunks 0; every send carries BLOCK | 1. */
+static void block_rows(vs_gate *e, uint64_t layer, int receive)
+{
+    uint64_t rows = e->cfg.block_rows, last = e->chunks - 1;
+    for (uint64_t row = layer * rows; row < (layer + 1) * rows; row++) {
+        uint64_t tag = VS_GATE_TAG_BLOCK | (receive ? row + 1 : 1);
+        for (uint64_t k = 0; k < e->chunks; k++) {
+            if (receive)
+                put_recv(e, k == last ? tag : 0, VS_GATE_BUF_BLK, row, k * e->cfg.max_msg,
+                         chunk_len(e, k));
+            else
+                put_send(e, tag, VS_GATE_BUF_BOUT, row, k * e->cfg.max_msg, chunk_len(e, k));
+        }
+    }
+}
+
+/* A layer's receives, or, when they outnumber the receive depth, none and ds4's silent
+ * failure. */
+static int post_layer(vs_gate *e, uint64_t layer)
+{
+    if (block_wrs(e) > e->grant)
+        return fail(e, BLOCK_RECV_DEPTH, (unsigned)layer, (unsigned)block_wrs(e),
+                    (unsigned)e->grant);
+    e->block_posted = layer + 1;
+    block_rows(e, layer, 1);
+    return VS_GATE_OK;
+}
+
+static int arm_block(vs_gate *e)
+{
+    post_layer(e, 0);
+    if (e->phase == VS_GATE_FAILED)         /* the layer needs more than the depth */
+        return VS_GATE_OK;
+    e->block_active = 1;
+    e->phase = VS_GATE_BLOCK_BAR_SEND;
+    return VS_GATE_OK;
+}
+
+static int block_barrier(vs_gate *e)
+{
+    put_tcp(e, VS_GATE_TCP_BYTE, VS_GATE_BLOCK_BARRIER, 0, 0);
+    e->phase = VS_GATE_BLOCK_BAR_READ;
+    return VS_GATE_OK;
+}
+
+/* A layer's batch gate: the next layer's receives first, then this layer's sends. */
+static int block_gate(vs_gate *e)
+{
+    uint64_t layer = e->block_layer, n = block_wrs(e);
+    if (layer + 1 < e->cfg.block_layers) {
+        post_layer(e, layer + 1);
+        if (e->phase == VS_GATE_FAILED)
+            return VS_GATE_OK;
+    }
+    if (n > e->grant / 2 || n > e->cfg.sq_depth)
+        return fail(e, BLOCK_SEND_DEPTH, (unsigned)layer, (unsigned)n, (unsigned)(e->grant / 2),
+                    (unsigned)e->cfg.sq_depth);
+    block_rows(e, layer, 0);
+    e->send_outstanding += (int64_t)n;
+    e->phase = VS_GATE_BLOCK_WAIT;
+    return VS_GATE_OK;
+}
+
+static int layer_arrived(const vs_gate *e)
+{
+    return e->block_recv_done >= (e->block_layer + 1) * e->cfg.block_rows;
+}
+
+static int block_complete(const vs_gate *e)
+{
+    return e->block_recv_done >= e->cfg.block_layers * e->cfg.block_rows
+           && !e->send_outstanding;
+}
+
+static int block_layer_done(vs_gate *e)
+{
+    if (!layer_arrived(e))
+        return refuse(e, "verify-block layer %llu has not arrived (%llu rows)",
+                      (ull)e->block_layer, (ull)e->block_recv_done);
+    if (e->block_layer + 1 < e->cfg.block_layers) {
+        e->block_layer++;
+        e->phase = VS_GATE_BLOCK_SEND;
+    } else {
+        e->phase = VS_GATE_BLOCK_END;
+    }
+    return VS_GATE_OK;
+}
+
+static int end_block(vs_gate *e)
+{
+    if (!block_complete(e))
+        return refuse(e, "the verify block is not over (%llu rows, %lld sends outstanding)",
+                      (ull)e->block_recv_done, (long long)e->send_outstanding);
+    e->in_block = e->block_active = 0;
+    e->phase = VS_GATE_IDLE;
+    return VS_GATE_OK;
+}
+
 /* What a driver does next: in a wait, ADVANCE once the engine has a step of its own (the
  * gate arrived, the drain is over, a window has sends to post or is complete), else POLL. */
 vs_gate_step vs_gate_next_step(const vs_gate *e)
@@ -572,7 +774,11 @@ vs_gate_step vs_gate_next_step(const vs_gate *e)
     case VS_GATE_CRASHED: return VS_GATE_STEP_DEAD;
     case VS_GATE_ARM_BAR_READ:
     case VS_GATE_BIG_HDR_READ:
-    case VS_GATE_BIG_BAR_READ: return VS_GATE_STEP_READ;
+    case VS_GATE_BIG_BAR_READ:
+    case VS_GATE_BLOCK_HDR_READ:
+    case VS_GATE_BLOCK_BAR_READ: return VS_GATE_STEP_READ;
+    case VS_GATE_BLOCK_WAIT: return layer_arrived(e) ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
+    case VS_GATE_BLOCK_END: return block_complete(e) ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     case VS_GATE_WAIT:
         return e->recv_done >= e->seq ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     case VS_GATE_DRAIN_WAIT: {
@@ -581,21 +787,18 @@ vs_gate_step vs_gate_next_step(const vs_gate *e)
                ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     }
     case VS_GATE_BIG_XFER: {
-        int64_t room = (int64_t)min_u(e->cfg.chain_max, e->big_win - e->big_sent);
-        int64_t free_sq = big_send_depth(e) - e->send_outstanding;
         int complete = e->big_sent == e->big_win && e->big_n_recvd == e->big_win
                         && e->big_send_done >= e->big_win;
-        return (free_sq < room ? free_sq : room) > 0 || complete
+        return send_room(e, e->big_win, e->big_sent, e->send_outstanding) > 0 || complete
                ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     }
     default: return VS_GATE_STEP_ADVANCE;
     }
 }
 
-/* The rank's next step of its own: what it posts or writes next. */
-int vs_gate_advance(vs_gate *e)
+/* The rank's next step of its own. */
+static int step(vs_gate *e)
 {
-    begin(e);
     switch (e->phase) {
     case VS_GATE_ARM_POST: return arm(e);
     case VS_GATE_ARM_BAR_SEND: return window_barrier(e);
@@ -608,17 +811,69 @@ int vs_gate_advance(vs_gate *e)
     case VS_GATE_BIG_POST: return post_staging(e);
     case VS_GATE_BIG_BAR_SEND: return big_barrier(e);
     case VS_GATE_BIG_XFER: return big_progress(e);
+    case VS_GATE_BLOCK_HDR_SEND: return write_block_header(e);
+    case VS_GATE_BLOCK_POST: return arm_block(e);
+    case VS_GATE_BLOCK_BAR_SEND: return block_barrier(e);
+    case VS_GATE_BLOCK_SEND: return block_gate(e);
+    case VS_GATE_BLOCK_WAIT: return block_layer_done(e);
+    case VS_GATE_BLOCK_END: return end_block(e);
     default:
         return refuse(e, "the engine has no step of its own in phase %s", PHASE_NAMES[e->phase]);
     }
 }
 
+static void snapshot(const vs_gate *e, before_post *b)
+{
+    b->valid = 1;
+    b->phase = e->phase;
+    b->seq = e->seq;
+    b->recv_done = e->recv_done;
+    b->last_gate_seq = e->last_gate_seq;
+    b->window_active = e->window_active;
+    b->send_outstanding = e->send_outstanding;
+    b->big_win = e->big_win;
+    b->big_posted = e->big_posted;
+    b->big_sent = e->big_sent;
+    b->block_active = e->block_active;
+    b->block_layer = e->block_layer;
+    b->block_posted = e->block_posted;
+}
+
+/* The rank's next step of its own: what it posts or writes next. A step that posts keeps the
+ * engine as it was before it, for vs_gate_post_failed; a refused step leaves that as it was. */
+int vs_gate_advance(vs_gate *e)
+{
+    begin(e);
+    before_post b;
+    snapshot(e, &b);
+    if (step(e) != VS_GATE_OK)
+        return VS_GATE_REFUSED;
+    if (e->out.n_recvs || e->out.n_sends)
+        e->before = b;
+    else
+        e->before.valid = 0;
+    return VS_GATE_OK;
+}
+
 /* ------------------------------------------------------------------ inputs */
+/* A TCP item as a header read that did not expect it names it. */
+static void described(const vs_gate_tcp *item, char *what, size_t len)
+{
+    if (item->kind == VS_GATE_TCP_BYTE)
+        snprintf(what, len, "byte 0x%02llx", (ull)item->value);
+    else if (item->kind == VS_GATE_TCP_BLOCK)
+        snprintf(what, len, "verify-block header (%llu layers x %llu rows)", (ull)item->value,
+                 (ull)item->chunks);
+    else
+        snprintf(what, len, "header big %llu (%llu chunks)", (ull)item->value,
+                 (ull)item->chunks);
+}
+
 static int read_header(vs_gate *e, const vs_gate_tcp *item)
 {
     if (item->kind != VS_GATE_TCP_HEADER) {
-        char what[32];
-        snprintf(what, sizeof what, "byte 0x%02x", (unsigned)item->value);
+        char what[96];
+        described(item, what, sizeof what);
         return fail(e, BIG_HEADER_MISFRAMED, what);
     }
     if (item->value != e->big_no)
@@ -633,19 +888,47 @@ static int read_header(vs_gate *e, const vs_gate_tcp *item)
     return VS_GATE_OK;
 }
 
+static int read_block_header(vs_gate *e, const vs_gate_tcp *item)
+{
+    if (item->kind != VS_GATE_TCP_BLOCK) {
+        char what[96];
+        described(item, what, sizeof what);
+        return fail(e, BLOCK_HEADER_MISFRAMED, what);
+    }
+    if (item->value != e->cfg.block_layers || item->chunks != e->cfg.block_rows)
+        return fail(e, BLOCK_HEADER_MISMATCH, (unsigned)e->cfg.block_layers,
+                    (unsigned)e->cfg.block_rows, (unsigned)item->value, (unsigned)item->chunks);
+    e->phase = e->window_active ? VS_GATE_DRAIN_POST : VS_GATE_BLOCK_POST;
+    return VS_GATE_OK;
+}
+
+#define TCP_READ_PHASES \
+    (BIT(VS_GATE_ARM_BAR_READ) | BIT(VS_GATE_BIG_HDR_READ) | BIT(VS_GATE_BIG_BAR_READ) \
+     | BIT(VS_GATE_BLOCK_HDR_READ) | BIT(VS_GATE_BLOCK_BAR_READ))
+#define REAP_PHASES \
+    (BIT(VS_GATE_WAIT) | BIT(VS_GATE_DRAIN_WAIT) | BIT(VS_GATE_BIG_XFER) \
+     | BIT(VS_GATE_BLOCK_WAIT) | BIT(VS_GATE_BLOCK_END))
+
 /* What a read of the TCP side channel returned, in a phase that reads it. */
 int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
 {
     begin(e);
-    if (need(e, BIT(VS_GATE_ARM_BAR_READ) | BIT(VS_GATE_BIG_HDR_READ)
-                    | BIT(VS_GATE_BIG_BAR_READ)))
+    if (need(e, TCP_READ_PHASES))
         return VS_GATE_REFUSED;
+    /* a barrier byte's read names a header by its magic's low byte */
+    unsigned got = item->kind == VS_GATE_TCP_BYTE ? (unsigned)item->value
+                                                  : (unsigned)(VS_GATE_HEADER_MAGIC & 0xFF);
+    if (e->phase == VS_GATE_BLOCK_BAR_READ) {
+        if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_BLOCK_BARRIER)
+            return fail(e, WINDOW_BARRIER_MISMATCH, got, VS_GATE_BLOCK_BARRIER);
+        e->phase = VS_GATE_BLOCK_SEND;
+        return VS_GATE_OK;
+    }
+    if (e->phase == VS_GATE_BLOCK_HDR_READ)
+        return read_block_header(e, item);
     if (e->phase == VS_GATE_ARM_BAR_READ) {
-        if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_WINDOW_BARRIER) {
-            unsigned got = item->kind == VS_GATE_TCP_BYTE ? (unsigned)item->value
-                                                          : (unsigned)(VS_GATE_HEADER_MAGIC & 0xFF);
+        if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_WINDOW_BARRIER)
             return fail(e, WINDOW_BARRIER_MISMATCH, got, VS_GATE_WINDOW_BARRIER);
-        }
         e->window_active = 1;
         e->phase = VS_GATE_SEND;
         return VS_GATE_OK;
@@ -658,10 +941,6 @@ int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
     }
     return read_header(e, item);
 }
-
-#define REAP_PHASES (BIT(VS_GATE_WAIT) | BIT(VS_GATE_DRAIN_WAIT) | BIT(VS_GATE_BIG_XFER))
-#define TCP_READ_PHASES \
-    (BIT(VS_GATE_ARM_BAR_READ) | BIT(VS_GATE_BIG_HDR_READ) | BIT(VS_GATE_BIG_BAR_READ))
 
 /* How many completions the next poll asks for (ds4's ibv_wc array in this wait). */
 int vs_gate_poll_size(vs_gate *e, uint32_t *size)
@@ -701,6 +980,11 @@ static int received(vs_gate *e, const vs_gate_completion *c)
 {
     if (e->phase == VS_GATE_DRAIN_WAIT) {
         e->drain_recvs++;
+    } else if ((c->wr_id & VS_GATE_TAG_BLOCK) && e->phase != VS_GATE_BIG_XFER) {
+        /* a verify-block row, whichever of the decode-style waits polls it */
+        if (c->byte_len == 0)
+            return fail(e, BLOCK_EMPTY);
+        e->block_recv_done++;
     } else if (e->phase == VS_GATE_BIG_XFER) {
         /* the tag, then the 1-based index (range, duplicate), then the length */
         if (!(c->wr_id & VS_GATE_TAG_BULK))
@@ -761,9 +1045,17 @@ int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n)
 int vs_gate_timeout(vs_gate *e)
 {
     begin(e);
-    if (need(e, REAP_PHASES | TCP_READ_PHASES))
+    if (need_of(e, TCP_READ_PHASES, REAP_PHASES))
         return VS_GATE_REFUSED;
     switch (e->phase) {
+    case VS_GATE_BLOCK_WAIT:
+        return fail(e, BLOCK_TIMEOUT, (unsigned)e->block_layer, (ull)e->block_recv_done,
+                    (ull)((e->block_layer + 1) * e->cfg.block_rows));
+    case VS_GATE_BLOCK_END:
+        return fail(e, BLOCK_END_TIMEOUT, (ull)e->block_recv_done,
+                    (ull)(e->cfg.block_layers * e->cfg.block_rows), (unsigned)e->send_outstanding);
+    case VS_GATE_BLOCK_HDR_READ: return fail(e, BLOCK_HEADER_FAILED, READ_TIMEOUT_ERRNO);
+    case VS_GATE_BLOCK_BAR_READ: return fail(e, WINDOW_BARRIER_TIMEOUT);
     case VS_GATE_WAIT: return fail(e, GATE_TIMEOUT, (ull)e->seq, (ull)e->recv_done);
     case VS_GATE_DRAIN_WAIT:
         return fail(e, DRAIN_TIMEOUT, (unsigned)e->drain_recvs,
@@ -788,11 +1080,81 @@ int vs_gate_peer_closed(vs_gate *e)
     case VS_GATE_BIG_XFER: return fail(e, BIG_PEER);
     case VS_GATE_ARM_BAR_READ: return fail(e, WINDOW_BARRIER_CLOSED);
     case VS_GATE_BIG_BAR_READ: return fail(e, BIG_BARRIER);
+    case VS_GATE_BLOCK_WAIT: return fail(e, BLOCK_PEER);
+    case VS_GATE_BLOCK_BAR_READ: return fail(e, WINDOW_BARRIER_CLOSED);
+    case VS_GATE_BLOCK_HDR_READ: return fail(e, BLOCK_HEADER_FAILED, PEER_CLOSED_ERRNO);
     default: break;
     }
+    /* ds4_tp_batch_block_end never checks the peer: no close is seen in BLOCK_END */
     if (need(e, BIT(VS_GATE_BIG_HDR_READ)))
         return VS_GATE_REFUSED;
     return fail(e, BIG_HEADER_FAILED, VS_GATE_BIG_LAYER, (ull)e->big_no, PEER_CLOSED_ERRNO);
+}
+
+/* ds4's text for a post refused once posted work requests of the step b was to take were
+ * up. */
+static int post_failure(vs_gate *e, const before_post *b, uint64_t posted)
+{
+    const vs_gate_config *c = &e->cfg;
+    switch (b->phase) {
+    case VS_GATE_ARM_POST:      /* a chain per gate: the gates before the refused one stay */
+        return fail(e, POST_RECV, (ull)(b->seq + posted / e->chunks), POST_ERRNO);
+    case VS_GATE_SEND: return fail(e, POST_SEND, POST_ERRNO);
+    case VS_GATE_WAIT: return fail(e, POST_RECV, (ull)(b->seq + c->window), POST_ERRNO);
+    case VS_GATE_DRAIN_POST: return fail(e, DRAIN_POST_FAILED, POST_ERRNO);
+    case VS_GATE_BIG_POST:
+        return fail(e, BIG_POST_RECV, (unsigned)b->big_posted, (unsigned)b->big_win, POST_ERRNO);
+    case VS_GATE_BIG_XFER:
+        return fail(e, BIG_POST_SEND,
+                    (unsigned)send_room(e, b->big_win, b->big_sent, b->send_outstanding),
+                    POST_ERRNO);
+    case VS_GATE_BLOCK_POST: return fail(e, BLOCK_POST_RECV, 0u, POST_ERRNO);
+    default: break;
+    }
+    /* a verify-block gate: the next layer's receives, then this layer's sends */
+    uint64_t ahead = b->block_layer + 1 < c->block_layers ? block_wrs(e) : 0;
+    if (posted < ahead)
+        return fail(e, BLOCK_POST_RECV, (unsigned)(b->block_layer + 1), POST_ERRNO);
+    return fail(e, BLOCK_POST_SEND, (unsigned)b->block_layer, POST_ERRNO);
+}
+
+/* The driver's post of what the last step emitted was refused once posted of its work
+ * requests (receives first, then sends) were up: they stay posted, the rest of the step never
+ * happened, and the rank fails with ds4's text for the refused call. */
+int vs_gate_post_failed(vs_gate *e, uint64_t posted)
+{
+    begin(e);
+    if (!e->before.valid)
+        return refuse(e, "no step of the engine has posted anything to fail");
+    before_post b = e->before;
+    e->phase = b.phase;
+    e->seq = b.seq;
+    e->recv_done = b.recv_done;
+    e->last_gate_seq = b.last_gate_seq;
+    e->window_active = b.window_active;
+    e->send_outstanding = b.send_outstanding;
+    e->big_posted = b.big_posted;
+    e->big_sent = b.big_sent;
+    e->block_posted = b.block_posted;
+    e->block_active = b.block_active;
+    e->before.valid = 0;
+    return post_failure(e, &b, posted);
+}
+
+/* ibv_poll_cq returned an error in a wait: silent but in a big-gate window. */
+int vs_gate_poll_failed(vs_gate *e)
+{
+    begin(e);
+    if (need(e, REAP_PHASES))
+        return VS_GATE_REFUSED;
+    if (e->phase == VS_GATE_DRAIN_WAIT)
+        return fail(e, DRAIN_POLL);
+    if (e->phase == VS_GATE_BIG_XFER) {
+        uint64_t last = e->big_chunks - 1;
+        return fail(e, BIG_POLL, (ull)(e->big_base * e->cfg.max_msg),
+                    (ull)(last * e->cfg.max_msg + big_len_of(e, last)), POLL_ERRNO);
+    }
+    return fail(e, CQ_POLL);
 }
 
 /* The process died: nothing more comes from this rank. */

@@ -1,9 +1,10 @@
 /* The gate engine: one rank of ds4's gate window protocol as a sans-I/O state machine.
  *
  * The engine never touches a queue pair or a socket. Each call is one protocol step: an
- * application call (call_gate, call_big, consume), an input (tcp_read, completions, timeout,
- * peer_closed) or a step of its own (advance). What the rank does in that step (receive and
- * send work requests to post, TCP items to write, the call's result text, log lines) is left
+ * application call (call_gate, call_big, call_block, consume), an input (tcp_read,
+ * completions, timeout, peer_closed, post_failed, poll_failed) or a step of its own
+ * (advance). What the rank does in that step (receive and send work requests to post, TCP
+ * items to write, the call's result text, log lines) is left
  * in the engine's emitted record, read after the call and cleared at the start of the next.
  *
  * Every call returns VS_GATE_OK or VS_GATE_REFUSED: a refusal is a call the engine cannot take
@@ -38,6 +39,14 @@ typedef enum {
     VS_GATE_BIG_BAR_SEND,
     VS_GATE_BIG_BAR_READ,
     VS_GATE_BIG_XFER,
+    VS_GATE_BLOCK_HDR_SEND,
+    VS_GATE_BLOCK_HDR_READ,
+    VS_GATE_BLOCK_POST,
+    VS_GATE_BLOCK_BAR_SEND,
+    VS_GATE_BLOCK_BAR_READ,
+    VS_GATE_BLOCK_SEND,
+    VS_GATE_BLOCK_WAIT,
+    VS_GATE_BLOCK_END,
     VS_GATE_FAILED,
     VS_GATE_CRASHED,
     VS_GATE_N_PHASES
@@ -46,7 +55,8 @@ typedef enum {
 /* What a driver does next (vs_gate_next_step). */
 typedef enum {
     VS_GATE_STEP_SETUP,     /* call vs_gate_setup */
-    VS_GATE_STEP_CALL,      /* the application's turn: a gate, a big gate, or consume */
+    VS_GATE_STEP_CALL,      /* the application's turn: a gate, a big gate, a verify block, or
+                               consume */
     VS_GATE_STEP_ADVANCE,   /* the engine has a step of its own: vs_gate_advance */
     VS_GATE_STEP_READ,      /* read one TCP item: vs_gate_tcp_read (or peer_closed) */
     VS_GATE_STEP_POLL,      /* poll completions, watching the deadline and the peer */
@@ -58,6 +68,8 @@ typedef enum {
     VS_GATE_BUF_IN,     /* gate in-slots: one vector stride per slot */
     VS_GATE_BUF_OUT,    /* gate out-slots: the same strides */
     VS_GATE_BUF_STAGE,  /* big-gate staging (and the drain's dummies): one message per chunk */
+    VS_GATE_BUF_BLK,    /* verify-block rows received: one vector stride per row */
+    VS_GATE_BUF_BOUT,   /* verify-block rows sent: the same strides */
     VS_GATE_N_BUFS
 } vs_gate_buf;
 
@@ -68,14 +80,18 @@ typedef enum {
 /* wr_id tag bits: gate receives and sends carry bare sequence numbers. */
 #define VS_GATE_TAG_BULK (UINT64_C(1) << 63)    /* drain dummies, big-gate chunks: BULK | i */
 #define VS_GATE_TAG_WARM (UINT64_C(1) << 62)    /* warm-up exchanges at setup */
+#define VS_GATE_TAG_BLOCK (UINT64_C(1) << 61)   /* verify-block rows: BLOCK | (row + 1)
+                                                   received, BLOCK | 1 sent */
 #define VS_GATE_TAG_MASK (VS_GATE_TAG_BULK | VS_GATE_TAG_WARM)
 
 #define VS_GATE_WINDOW_BARRIER 0xD1u            /* the byte that arms the decode window */
+#define VS_GATE_BLOCK_BARRIER 0xB5u             /* ... and a verify block's receives */
 #define VS_GATE_BIG_MAGIC 0xB16u                /* a big-gate header's tag field */
 #define VS_GATE_HEADER_MAGIC UINT64_C(0x44533442)   /* "DS4B" */
 #define VS_GATE_BIG_LAYER 0u                    /* big gates name no layer */
 #define VS_GATE_WC_SUCCESS 0                    /* IBV_WC_SUCCESS */
-#define VS_GATE_DECODE_POLL 16u                 /* ibv_wc entries per poll: a decode wait */
+#define VS_GATE_DECODE_POLL 16u                 /* ibv_wc entries per poll: a decode or
+                                                   verify-block wait */
 #define VS_GATE_BIG_POLL 64u                    /* ... a big-gate window's */
 #define VS_GATE_MAX_BIG_DEPTH 256u              /* the cap on a big-gate window */
 #define VS_GATE_MAX_WINDOW 32768u               /* the deepest receive queue targeted */
@@ -98,6 +114,8 @@ typedef struct {
     uint64_t chain_max;         /* longest chain of work requests posted at once */
     uint64_t staging_bytes;     /* big-gate staging area */
     uint64_t big_last_bytes;    /* a big gate's last chunk, its remainder (0: a whole message) */
+    uint64_t block_layers;      /* layers of a verify block (both 0: no verify blocks) */
+    uint64_t block_rows;        /* rows of a layer's batch gate, one vector each */
 } vs_gate_config;
 
 typedef struct {
@@ -110,12 +128,13 @@ typedef struct {
 
 #define VS_GATE_TCP_BYTE 0
 #define VS_GATE_TCP_HEADER 1
+#define VS_GATE_TCP_BLOCK 2
 
-/* One write on the TCP side channel: a barrier byte or a big-gate header. */
+/* One write on the TCP side channel: a barrier byte, a big-gate or a verify-block header. */
 typedef struct {
-    int32_t kind;               /* VS_GATE_TCP_BYTE | VS_GATE_TCP_HEADER */
-    uint64_t value;             /* the byte, or the header's big-gate number */
-    uint64_t chunks;            /* header: chunks of the big gate */
+    int32_t kind;               /* VS_GATE_TCP_BYTE | VS_GATE_TCP_HEADER | VS_GATE_TCP_BLOCK */
+    uint64_t value;             /* the byte, the header's big-gate number, or the block's layers */
+    uint64_t chunks;            /* header: chunks of the big gate; block: rows per layer */
     uint64_t depth;             /* header: the sender's granted receive depth */
 } vs_gate_tcp;
 
@@ -168,6 +187,8 @@ void vs_gate_destroy(vs_gate *e);
 int vs_gate_setup(vs_gate *e);
 int vs_gate_call_gate(vs_gate *e, uint64_t layer, uint64_t gate, uint64_t seq);
 int vs_gate_call_big(vs_gate *e, uint64_t chunks);
+/* ds4_tp_batch_block_begin: a verify block of cfg.block_layers x cfg.block_rows. */
+int vs_gate_call_block(vs_gate *e);
 int vs_gate_consume(vs_gate *e);
 /* The rank's next step of its own. */
 int vs_gate_advance(vs_gate *e);
@@ -177,6 +198,14 @@ int vs_gate_poll_size(vs_gate *e, uint32_t *size);
 int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n);
 int vs_gate_timeout(vs_gate *e);
 int vs_gate_peer_closed(vs_gate *e);
+/* The driver's post of what the last vs_gate_advance emitted was refused (ibv_post_recv or
+ * ibv_post_send failed) once posted of its work requests, receives first, were up: those stay
+ * posted, the rest of that step is undone, and the rank fails with ds4's text for the refused
+ * call. Refused when the engine's last step of its own posted nothing, or its post already
+ * failed. */
+int vs_gate_post_failed(vs_gate *e, uint64_t posted);
+/* ibv_poll_cq returned an error in a wait (a phase vs_gate_poll_size takes). */
+int vs_gate_poll_failed(vs_gate *e);
 int vs_gate_crash(vs_gate *e);
 
 /* Reading the engine. */

@@ -98,6 +98,10 @@ def _line(step: int, action: str, call: Sequence[Any], fields: Sequence[tuple[st
 
 # ---------------------------------------------------------------------- the gate
 def _gate_call(call: gate_conf.Call | None) -> list[Any]:
+    """The call's words. ``post_failed R POSTED`` is two engine calls, as the harness makes
+    them (advance, then post_failed): the driver compares what they emitted together, the
+    step's receives and sends cut to the POSTED that stay up (receives first) and
+    post_failed's result, against the spec's observation."""
     if call is None:
         return ["none"]
     words: list[Any] = [call.method, call.rank]
@@ -106,6 +110,8 @@ def _gate_call(call: gate_conf.Call | None) -> list[Any]:
         words += [item.kind, item.value]
         if item.kind == "header":
             words += [item.chunks, item.depth]
+        elif item.kind == "block":
+            words += [item.chunks]
     elif call.method == "completions":
         assert call.poll is not None
         words += [*call.poll, *(f"{c.opcode}:{c.status}:{c.wr_id}:{c.byte_len}"

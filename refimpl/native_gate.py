@@ -40,6 +40,14 @@ from verbspec.spec.gate.state import (
     BIG_HDR_SEND,
     BIG_POST,
     BIG_XFER,
+    BLOCK_BAR_READ,
+    BLOCK_BAR_SEND,
+    BLOCK_END,
+    BLOCK_HDR_READ,
+    BLOCK_HDR_SEND,
+    BLOCK_POST,
+    BLOCK_SEND,
+    BLOCK_WAIT,
     CRASHED,
     DRAIN_POST,
     DRAIN_WAIT,
@@ -55,13 +63,14 @@ from verbspec.spec.gate.wire import TcpItem
 # the C engine's vs_gate_phase and vs_gate_buf, in enum order
 PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
           DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
-          BIG_BAR_READ, BIG_XFER, FAILED, CRASHED)
-BUFS = ("in", "out", "stage")
+          BIG_BAR_READ, BIG_XFER, BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST, BLOCK_BAR_SEND,
+          BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT, BLOCK_END, FAILED, CRASHED)
+BUFS = ("in", "out", "stage", "blk", "bout")
 STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
-BYTE, HEADER = "byte", "header"
+BYTE, HEADER, BLOCK = "byte", "header", "block"     # TcpItem kinds, by VS_GATE_TCP_*
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",
                  "slot_step", "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max",
-                 "staging_bytes", "big_last_bytes")
+                 "staging_bytes", "big_last_bytes", "block_layers", "block_rows")
 # vs_gate_wr: wr_id, offset, length (uint64), buf, signaled (int32), native byte order
 WR_LAYOUT = struct.Struct("=QQQii")
 NUL = b"\0"
@@ -136,6 +145,8 @@ class NativeGateEngine:
     def _tcp(self, t: Any) -> TcpItem:
         if t.kind == self.lib.VS_GATE_TCP_HEADER:
             return TcpItem(HEADER, t.value, t.chunks, t.depth)
+        if t.kind == self.lib.VS_GATE_TCP_BLOCK:
+            return TcpItem(BLOCK, t.value, t.chunks)
         return TcpItem(BYTE, t.value)
 
     # ------------------------------------------------------------------ the view
@@ -160,6 +171,9 @@ class NativeGateEngine:
     def call_big(self, chunks: int) -> Emitted:
         return self._out(self.lib.vs_gate_call_big(self.handle, chunks))
 
+    def call_block(self) -> Emitted:
+        return self._out(self.lib.vs_gate_call_block(self.handle))
+
     def consume(self) -> Emitted:
         return self._out(self.lib.vs_gate_consume(self.handle))
 
@@ -167,7 +181,8 @@ class NativeGateEngine:
         return self._out(self.lib.vs_gate_advance(self.handle))
 
     def tcp_read(self, item: TcpItem) -> Emitted:
-        kind = self.lib.VS_GATE_TCP_HEADER if item.kind == HEADER else self.lib.VS_GATE_TCP_BYTE
+        kind = {HEADER: self.lib.VS_GATE_TCP_HEADER, BLOCK: self.lib.VS_GATE_TCP_BLOCK}.get(
+            item.kind, self.lib.VS_GATE_TCP_BYTE)
         t = self.ffi.new("vs_gate_tcp *", (kind, item.value, item.chunks, item.depth))
         return self._out(self.lib.vs_gate_tcp_read(self.handle, t))
 
@@ -191,6 +206,12 @@ class NativeGateEngine:
 
     def peer_closed(self) -> Emitted:
         return self._out(self.lib.vs_gate_peer_closed(self.handle))
+
+    def post_failed(self, posted: int) -> Emitted:
+        return self._out(self.lib.vs_gate_post_failed(self.handle, posted))
+
+    def poll_failed(self) -> Emitted:
+        return self._out(self.lib.vs_gate_poll_failed(self.handle))
 
     def crash(self) -> None:
         self._check(self.lib.vs_gate_crash(self.handle))

@@ -27,6 +27,10 @@ from verbspec.spec.gate.system import build as gate_build
 from verbspec.spec.tagmatch.system import build as tag_build
 
 GATE_CONFIGS = [{**GATE_SMALL, "ops": 12}, {"window": 2, "ops": 12}, {}]
+# failing posts and polls: decode gates and big gates, and verify blocks beside them
+POST_FAILURE_CONFIGS = [{**GATE_SMALL, "ops": 12, "post_failures": 1},
+                        {"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 8,
+                         "post_failures": 1, "verify_blocks": 1}]
 MISMATCH = re.compile(r"step (\d+) (\w+): (\S+): expected .*, got ")
 
 
@@ -91,6 +95,17 @@ def test_random_gate_runs_agree_through_the_c_driver(drivers):
     assert len(faults & taken) >= 3, taken
 
 
+@pytest.mark.parametrize("values", POST_FAILURE_CONFIGS, ids=("gates", "verify-blocks"))
+def test_random_gate_runs_with_failing_posts_agree_through_the_c_driver(drivers, values):
+    """A post_fail step is the rank's advance then its post_failed, replayed as one line."""
+    system, runs = gate_runs(values, 30, fault_rate=0.1)
+    steps, mismatch = replay_runs(drivers, system, runs)
+    assert mismatch is None, mismatch
+    assert steps == sum(r.steps for r in runs)
+    taken = Counter(a for r in runs for a in r.actions.elements())
+    assert taken["post_fail"] >= 3 and taken["poll_fail"] >= 3, taken
+
+
 @pytest.mark.parametrize("values", TAGMATCH_CONFIGS[:3], ids=("defaults", "no-offload",
                                                               "offload-small"))
 def test_random_tag_matching_runs_agree_through_the_c_driver(drivers, values):
@@ -102,6 +117,7 @@ def test_random_tag_matching_runs_agree_through_the_c_driver(drivers, values):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol, values", [("gate", v) for v in GATE_CONFIGS]
+                         + [("gate", v) for v in POST_FAILURE_CONFIGS]
                          + [("tagmatch", v) for v in TAGMATCH_CONFIGS])
 def test_many_random_runs_agree_through_the_c_driver(drivers, protocol, values):
     system, runs = (gate_runs(values, 200, seed=1000) if protocol == "gate"
@@ -117,7 +133,9 @@ def test_the_drivers_run_clean_under_asan_and_ubsan():
     flags = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
              "-fno-omit-frame-pointer")
     with c_replay.Drivers(flags) as sanitized:
-        for system, runs in (gate_runs(GATE_CONFIGS[0], 20), tag_runs(TAGMATCH_CONFIGS[2], 40)):
+        for system, runs in (gate_runs(GATE_CONFIGS[0], 20),
+                             *(gate_runs(v, 20, fault_rate=0.1) for v in POST_FAILURE_CONFIGS),
+                             tag_runs(TAGMATCH_CONFIGS[2], 40)):
             assert replay_runs(sanitized, system, runs)[1] is None
 
 
@@ -216,7 +234,8 @@ def test_a_malformed_trace_file_is_refused_by_name(tmp_path, capsys):
 
 GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 n_slots=64 "
                "slot_start=0 slot_step=1 slot_mask=0 rq_depth=64 sq_depth=64 big_depth=16 "
-               "chain_max=4 staging_bytes=1048576 big_last_bytes=0 grant0=64 grant1=4")
+               "chain_max=4 staging_bytes=1048576 big_last_bytes=0 grant0=64 grant1=4 "
+               "block_layers=2 block_rows=1")
 
 
 def _run_script(drivers, protocol: str, tmp_path: Path, script: str
@@ -249,6 +268,12 @@ def _run_script(drivers, protocol: str, tmp_path: Path, script: str
      "line 3: expected field 1 is not NAME=VALUE: 'r0.phase'"),
     ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 reap completions 0 1 1 send:0:5\n",
      "line 3: completion 'send...': expected OP:STATUS:WR_ID:BYTE_LEN"),
+    ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 post_fail post_failed 0\n",
+     "line 3: post_failed takes 1 argument, the line gives 0"),
+    ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 post_fail post_failed 0 x\n",
+     "line 3: posted: expected an unsigned 64-bit integer, found 'x'"),
+    ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 poll_fail poll_failed 0 1\n",
+     "line 3: poll_failed takes 0 arguments, the line gives 1"),
 ])
 def test_a_malformed_gate_script_exits_2_naming_the_line(drivers, tmp_path, script, message):
     path, done = _run_script(drivers, "gate", tmp_path, script)
@@ -279,6 +304,29 @@ def test_a_refused_call_is_a_mismatch(drivers, tmp_path):
     rep = drivers.run("tagmatch", text)
     assert rep.mismatch is not None
     assert rep.mismatch.startswith("step 1 rndv_read: the step: expected taken, got refused: ")
+
+
+def test_a_post_failed_with_nothing_to_fail_is_a_mismatch(drivers):
+    """post_failed after an advance that posted nothing (a barrier byte's write) is refused,
+    as is one whose advance the engine cannot take."""
+    system, runs = gate_runs(GATE_CONFIGS[0], 1)
+    text = c_replay.script("gate", system, c_replay.trace_steps(system, runs[0].trace))
+    lines = text.splitlines(keepends=True)
+
+    def as_post_failed(where: str) -> tuple[str, str]:
+        """The script to the first line where ``where``, its call made post_failed R 0."""
+        at = next(i for i, line in enumerate(lines[2:], 2) if where in line)
+        step, action, _, rank, *_ = lines[at].split("\t")[0].split()
+        fields = lines[at].split("\t", 1)[1]
+        return "".join(lines[:at]) + f"{step} {action} post_failed {rank} 0\t{fields}", (
+            f"step {step} {action}: the step: expected taken, got refused: ")
+
+    script, refused = as_post_failed("\ttcp_out=byte:")
+    assert drivers.run("gate", script).mismatch == (
+        refused + "no step of the engine has posted anything to fail")
+    script, refused = as_post_failed(" call_gate ")
+    assert drivers.run("gate", script).mismatch == (
+        refused + "the engine has no step of its own in phase idle")
 
 
 def test_the_driver_sources_are_warning_free(tmp_path):

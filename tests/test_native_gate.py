@@ -1,7 +1,7 @@
 """The native gate engine (native/gate_engine.c through refimpl/native_gate.py): it runs in
 lockstep with the spec without a mismatch (random runs and every edge), answers a misbehaving
-peer and an out-of-phase call as the reference engine does, writes ds4's texts verbatim,
-compiles warning-free, and runs clean under AddressSanitizer and UBSan."""
+peer, an out-of-phase call and a failing post or poll as the reference engine does, writes
+ds4's texts verbatim, compiles warning-free, and runs clean under AddressSanitizer and UBSan."""
 
 from __future__ import annotations
 
@@ -23,7 +23,15 @@ from conftest import native_module, require
 
 from verbspec import native
 from verbspec.refimpl.cli import main
-from verbspec.refimpl.conformance import GateHarness, conform, conform_every_edge, resolve
+from verbspec.refimpl.conformance import (
+    BLOCK_CONFIGS,
+    LOSS_CONFIGS,
+    POST_FAILURE_CONFIGS,
+    GateHarness,
+    conform,
+    conform_every_edge,
+    resolve,
+)
 from verbspec.refimpl.gate_engine import Completion, EngineError, GateEngine
 from verbspec.refimpl.native_gate import BUFS, NOT_BUILT, PHASES, NativeGateEngine, factory
 from verbspec.spec.gate import errors
@@ -93,11 +101,27 @@ def test_every_edge_of_a_small_configuration_conforms(gate_lib):
     assert (sweep.states, sweep.edges) == (13_129, 32_448)
 
 
+# the big gate's sweep (160k edges) is the slow tier's, as part of the whole sweep's too
+@pytest.mark.parametrize("values,faults", [
+    pytest.param(*c, id=name, marks=[pytest.mark.slow] if name == "big-gate" else [])
+    for c, name in zip(POST_FAILURE_CONFIGS, ("decode", "big-gate", "verify-block"),
+                       strict=True)])
+def test_every_edge_with_failing_posts_and_polls_conforms(gate_lib, values, faults):
+    sweep = GateHarness(build(values), factory(gate_lib)).every_edge(faults)
+    assert sweep.mismatch is None, str(sweep.mismatch)
+    assert sweep.actions["post_fail"] and sweep.actions["poll_fail"], sweep.actions
+
+
 @pytest.mark.slow
 def test_every_edge_of_the_sweep_conforms(gate_lib):
+    from verbspec.proofs.gate.refinement import CONFIGS
+
     rep = conform_every_edge(factory(gate_lib), "native")
     assert rep.mismatch is None, str(rep.mismatch)
-    assert rep.sweep["configs"] == 8 and rep.sweep["edges"] > 400_000
+    base = [c for c in CONFIGS if not c[1]]
+    assert rep.sweep["configs"] == len(base) + len(LOSS_CONFIGS) + len(BLOCK_CONFIGS) + len(
+        POST_FAILURE_CONFIGS)
+    assert rep.sweep["edges"] > 400_000
     assert "lose" in rep.actions
 
 
@@ -258,6 +282,47 @@ def test_refusals_drains_and_windows_match_the_reference_engine(gate_lib, steps)
     twins(gate_lib, [*steps, lambda e: e.view()])
 
 
+# a post refused part-way through each step that posts, and a poll failing in each wait
+NOTHING_POSTED = "no step of the engine has posted anything to fail"
+
+
+@pytest.mark.parametrize("steps", [
+    # nothing to fail: no step yet, a step that wrote a byte, a post that already failed
+    [lambda e: e.setup(), lambda e: e.post_failed(0), lambda e: e.poll_failed()],
+    [*GATE_ONE[:4], lambda e: e.post_failed(0)],
+    [*GATE_ONE[:3], lambda e: e.post_failed(2), lambda e: e.post_failed(0),
+     lambda e: e.advance(), lambda e: e.poll_failed()],
+    # the arming: the first gate's chain refused, or the second's with the first's up
+    [*GATE_ONE[:3], lambda e: e.post_failed(0)],
+    [*GATE_ONE[:3], lambda e: e.post_failed(3)],
+    # the gate's send, with completions taken between the step and its failed post; on a copy
+    [*GATE_ONE, lambda e: e.completions((Completion("recv", 1, 0, 8),)),
+     lambda e: e.post_failed(0)],
+    [*GATE_ONE, lambda e: copy.deepcopy(e).post_failed(0), lambda e: e.poll_failed()],
+    # the repost of a done gate's slot
+    [*GATE_ONE, lambda e: e.completions((Completion("recv", 1, 0, 8),)),
+     lambda e: e.advance(), lambda e: e.post_failed(0)],
+    # the drain's dummies, and its wait
+    [*TO_DRAIN, lambda e: e.post_failed(0)],
+    [*TO_DRAIN, lambda e: e.poll_failed()],
+    # a big-gate window's staging receives, its sends, and its wait
+    [*DRAINED[:-1], lambda e: e.post_failed(1)],
+    [*IN_XFER, lambda e: e.post_failed(2)],
+    [*IN_XFER, lambda e: e.poll_failed()],
+], ids=["nothing-yet", "a-byte-written", "failed-already", "arm-first", "arm-second",
+        "send-after-completions", "send-on-a-copy", "repost", "drain-post", "drain-poll",
+        "big-post", "big-send", "big-poll"])
+def test_failing_posts_and_polls_match_the_reference_engine(gate_lib, steps):
+    twins(gate_lib, [*steps, lambda e: e.view()])
+
+
+def test_a_post_failed_with_nothing_to_fail_is_refused(gate_lib):
+    e = NativeGateEngine(CFG, 0, gate_lib)
+    e.setup()
+    with pytest.raises(EngineError, match=NOTHING_POSTED):
+        e.post_failed(0)
+
+
 BAD_CONFIGS = [({"max_msg": 0}, "max_msg"), ({"max_msg": 2 ** 31 + 1}, "max_msg"),
                ({"vec_bytes": 0}, "vec_bytes"), ({"window": 32769}, "window"),
                ({"n_slots": 0}, "n_slots"), ({"n_slots": 65537}, "n_slots"),
@@ -350,7 +415,8 @@ def test_the_c_engine_writes_every_ds4_text_verbatim():
     names = {**errors.ERRORS, "WC_STATUS": errors.WC_STATUS,
              "CHUNKED_VECTORS": errors.CHUNKED_VECTORS}
     assert {n: found.get(n) for n in names} == {n: m.fmt for n, m in names.items()}
-    assert found["PEER_CLOSED_ERRNO"] == errors.PEER_CLOSED_ERRNO
+    for errno_text in ("PEER_CLOSED_ERRNO", "READ_TIMEOUT_ERRNO", "POST_ERRNO", "POLL_ERRNO"):
+        assert found[errno_text] == getattr(errors, errno_text), errno_text
 
 
 def test_the_c_enums_are_the_adapters_names(gate_lib):
@@ -387,7 +453,7 @@ DRIVER = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[1])
     import {name} as mod
-    from verbspec.refimpl.conformance import GateHarness, conform
+    from verbspec.refimpl.conformance import POST_FAILURE_CONFIGS, GateHarness, conform
     from verbspec.refimpl.native_gate import factory
     from verbspec.spec.gate.system import build
 
@@ -401,6 +467,10 @@ DRIVER = textwrap.dedent("""
                                 "big_gates": 1, "big_depth": 2, "faults": 0}}),
                         make).every_edge(0)
     assert sweep.mismatch is None, str(sweep.mismatch)
+    # failing posts (each undoing its step from the engine's copy of itself) and polls
+    for values, faults in (POST_FAILURE_CONFIGS[0], POST_FAILURE_CONFIGS[2]):
+        failing = GateHarness(build(values), make).every_edge(faults)
+        assert failing.mismatch is None, str(failing.mismatch)
     print("clean", sweep.edges)
 """)
 

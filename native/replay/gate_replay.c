@@ -4,10 +4,14 @@
  *   gate_replay SCRIPT      (SCRIPT "-": standard input)
  *
  * Calls, each naming its rank R first:
- *   setup R | call_gate R LAYER GATE SEQ | call_big R CHUNKS | consume R | advance R
- *   tcp_read R byte VALUE | tcp_read R header VALUE CHUNKS DEPTH
+ *   setup R | call_gate R LAYER GATE SEQ | call_big R CHUNKS | call_block R | consume R
+ *   advance R
+ *   tcp_read R byte VALUE | tcp_read R header VALUE CHUNKS DEPTH | tcp_read R block LAYERS ROWS
  *   completions R CQ POLLED OP:STATUS:WR_ID:BYTE_LEN ...   (OP send | recv)
- *   timeout R | peer_closed R | crash R
+ *   timeout R | peer_closed R | poll_failed R | crash R
+ *   post_failed R POSTED    (the step's advance, then its post refused with POSTED work
+ *                            requests up: the fields are both calls' emission, as the
+ *                            conformance harness joins them)
  *   none                    (a step of the fabric: no rank acts)
  * completions first checks that the rank asks to poll POLLED entries of the CQ's CQ (its
  * poll size, capped by what the CQ holds), then hands it the entries.
@@ -15,7 +19,10 @@
  * Fields, in order: recvs, sends, tcp_out, result, log (a count, then log.I each) after a
  * call; then r0.* and r1.* (phase, recv_done, last_gate_seq, window_active,
  * send_outstanding, error) after every step. A work request is WR_ID:BUF:OFFSET:LENGTH:
- * SIGNALED, a TCP write byte:VALUE:0:0 or header:VALUE:CHUNKS:DEPTH.
+ * SIGNALED, a TCP write byte:VALUE:0:0, header:VALUE:CHUNKS:DEPTH or block:LAYERS:ROWS:0.
+ * After post_failed: the advance's receives and sends cut to the first POSTED (receives
+ * first), no TCP writes, post_failed's result, and the advance's log lines then
+ * post_failed's.
  *
  * Exit 0: every step agreed; 1: the first difference, printed; 2: a malformed script or one
  * the engine cannot start from; 3: out of memory.
@@ -30,16 +37,23 @@
 static const char *const CONFIG_NAMES[] = {
     "vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start", "slot_step",
     "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max", "staging_bytes",
-    "big_last_bytes", "grant0", "grant1",
+    "big_last_bytes", "grant0", "grant1", "block_layers", "block_rows",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
-static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage"};
+static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "blk", "bout"};
 
 typedef struct {
     vs_gate *rank[2];
     vs_gate_completion *polled;
     size_t polled_cap;
     rp_fields got;
+    /* a post_failed step: what its advance emitted (the WRs copied into step_wrs), and how
+     * many of them stay posted */
+    int post_failed;
+    uint64_t posted;
+    vs_gate_emitted step;
+    vs_gate_wr *step_wrs;
+    size_t step_cap;
 } driver;
 
 static void put_wrs(rp_fields *f, const char *name, const vs_gate_wr *w, size_t n)
@@ -54,6 +68,19 @@ static void put_wrs(rp_fields *f, const char *name, const vs_gate_wr *w, size_t 
     rp_field_end(f);
 }
 
+static void put_log(rp_fields *f, const vs_gate_emitted *first, const vs_gate_emitted *then)
+{
+    rp_field_begin(f, "", "log");
+    rp_putf(f, "%zu", first->n_log + then->n_log);
+    rp_field_end(f);
+    for (size_t i = 0; i < first->n_log + then->n_log; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "log.%zu", i);
+        rp_text_field(f, "", name, i < first->n_log ? first->log[i]
+                                                    : then->log[i - first->n_log]);
+    }
+}
+
 static void put_emitted(rp_fields *f, const vs_gate_emitted *e)
 {
     put_wrs(f, "recvs", e->recvs, e->n_recvs);
@@ -61,22 +88,55 @@ static void put_emitted(rp_fields *f, const vs_gate_emitted *e)
     rp_field_begin(f, "", "tcp_out");
     for (size_t i = 0; i < e->n_tcp; i++) {
         const vs_gate_tcp *t = &e->tcp_out[i];
-        if (t->kind == VS_GATE_TCP_HEADER)
-            rp_putf(f, "%sheader:%" PRIu64 ":%" PRIu64 ":%" PRIu64, i ? "," : "", t->value,
-                    t->chunks, t->depth);
+        if (t->kind == VS_GATE_TCP_HEADER || t->kind == VS_GATE_TCP_BLOCK)
+            rp_putf(f, "%s%s:%" PRIu64 ":%" PRIu64 ":%" PRIu64, i ? "," : "",
+                    t->kind == VS_GATE_TCP_BLOCK ? "block" : "header", t->value, t->chunks,
+                    t->depth);
         else
             rp_putf(f, "%sbyte:%" PRIu64 ":0:0", i ? "," : "", t->value);
     }
     rp_field_end(f);
     rp_text_field(f, "", "result", e->result);
-    rp_field_begin(f, "", "log");
-    rp_putf(f, "%zu", e->n_log);
+    static const vs_gate_emitted nothing;
+    put_log(f, e, &nothing);
+}
+
+/* A post_failed step's emission as the harness joins it: the advance's receives and sends cut
+ * to the posted that stay up (receives first), post_failed's result, both calls' log lines. */
+static void put_post_failed(rp_fields *f, const vs_gate_emitted *step, uint64_t posted,
+                            const vs_gate_emitted *failed)
+{
+    size_t recvs = posted < step->n_recvs ? (size_t)posted : step->n_recvs;
+    uint64_t rest = posted - recvs;
+    size_t sends = rest < step->n_sends ? (size_t)rest : step->n_sends;
+    put_wrs(f, "recvs", step->recvs, recvs);
+    put_wrs(f, "sends", step->sends, sends);
+    rp_field_begin(f, "", "tcp_out");
     rp_field_end(f);
-    for (size_t i = 0; i < e->n_log; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "log.%zu", i);
-        rp_text_field(f, "", name, e->log[i]);
+    rp_text_field(f, "", "result", failed->result);
+    put_log(f, step, failed);
+}
+
+/* Keeps what the advance of a post_failed step emitted: the engine clears it at its next
+ * call. Returns 0, or -1 out of memory. */
+static int keep_step(driver *d, const vs_gate_emitted *e)
+{
+    size_t n = e->n_recvs + e->n_sends;
+    if (n > d->step_cap) {
+        vs_gate_wr *grown = realloc(d->step_wrs, n * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        d->step_wrs = grown;
+        d->step_cap = n;
     }
+    d->step = *e;
+    if (e->n_recvs)
+        memcpy(d->step_wrs, e->recvs, e->n_recvs * sizeof *e->recvs);
+    if (e->n_sends)
+        memcpy(d->step_wrs + e->n_recvs, e->sends, e->n_sends * sizeof *e->sends);
+    d->step.recvs = d->step_wrs;
+    d->step.sends = d->step_wrs + e->n_recvs;
+    return 0;
 }
 
 static void put_views(rp_fields *f, vs_gate *const rank[2])
@@ -145,6 +205,7 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
 {
     const char *name = s->tok[2];
     *who = NULL;
+    d->post_failed = 0;
     if (strcmp(name, "none") == 0)
         return rp_expect_args(s, 3, 0, name);
     if (s->ntok < 4)
@@ -169,6 +230,10 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
         if (rp_expect_args(s, 4, 1, name) != 0 || rp_u64(s, s->tok[4], "chunks", &a[0]) != 0)
             return -1;
         *rc = vs_gate_call_big(e, a[0]);
+    } else if (strcmp(name, "call_block") == 0) {
+        if (rp_expect_args(s, 4, 0, name) != 0)
+            return -1;
+        *rc = vs_gate_call_block(e);
     } else if (strcmp(name, "consume") == 0) {
         if (rp_expect_args(s, 4, 0, name) != 0)
             return -1;
@@ -180,7 +245,8 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
     } else if (strcmp(name, "tcp_read") == 0) {
         vs_gate_tcp t = {0};
         if (s->ntok < 5)
-            return rp_fail(s, "tcp_read: expected byte VALUE or header VALUE CHUNKS DEPTH");
+            return rp_fail(s, "tcp_read: expected byte VALUE, header VALUE CHUNKS DEPTH or "
+                           "block LAYERS ROWS");
         if (strcmp(s->tok[4], "byte") == 0) {
             if (rp_expect_args(s, 5, 1, "tcp_read byte") != 0 ||
                 rp_u64(s, s->tok[5], "byte value", &t.value) != 0)
@@ -193,8 +259,14 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
                 rp_u64(s, s->tok[7], "header depth", &t.depth) != 0)
                 return -1;
             t.kind = VS_GATE_TCP_HEADER;
+        } else if (strcmp(s->tok[4], "block") == 0) {
+            if (rp_expect_args(s, 5, 2, "tcp_read block") != 0 ||
+                rp_u64(s, s->tok[5], "block layers", &t.value) != 0 ||
+                rp_u64(s, s->tok[6], "block rows", &t.chunks) != 0)
+                return -1;
+            t.kind = VS_GATE_TCP_BLOCK;
         } else {
-            return rp_fail(s, "tcp_read kind '%s': expected byte or header", s->tok[4]);
+            return rp_fail(s, "tcp_read kind '%s': expected byte, header or block", s->tok[4]);
         }
         *rc = vs_gate_tcp_read(e, &t);
     } else if (strcmp(name, "completions") == 0) {
@@ -237,6 +309,21 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
         if (rp_expect_args(s, 4, 0, name) != 0)
             return -1;
         *rc = vs_gate_peer_closed(e);
+    } else if (strcmp(name, "poll_failed") == 0) {
+        if (rp_expect_args(s, 4, 0, name) != 0)
+            return -1;
+        *rc = vs_gate_poll_failed(e);
+    } else if (strcmp(name, "post_failed") == 0) {
+        if (rp_expect_args(s, 4, 1, name) != 0 || rp_u64(s, s->tok[4], "posted", &a[0]) != 0)
+            return -1;
+        *rc = vs_gate_advance(e);
+        if (*rc != VS_GATE_OK)
+            return 0;
+        if (keep_step(d, vs_gate_out(e)) != 0)
+            return rp_fail(s, "out of memory");
+        d->post_failed = 1;
+        d->posted = a[0];
+        *rc = vs_gate_post_failed(e, a[0]);
     } else if (strcmp(name, "crash") == 0) {
         if (rp_expect_args(s, 4, 0, name) != 0)
             return -1;
@@ -256,7 +343,8 @@ static int run(driver *d, rp_script *s, size_t *steps)
         .vec_bytes = v[0], .max_msg = v[1], .window = v[2], .gates_per_token = v[3],
         .n_slots = v[4], .slot_start = v[5], .slot_step = v[6], .slot_mask = v[7],
         .rq_depth = v[8], .sq_depth = v[9], .big_depth = v[10], .chain_max = v[11],
-        .staging_bytes = v[12], .big_last_bytes = v[13],
+        .staging_bytes = v[12], .big_last_bytes = v[13], .block_layers = v[16],
+        .block_rows = v[17],
     };
     for (int r = 0; r < 2; r++) {
         char err[VS_GATE_TEXT];
@@ -288,6 +376,8 @@ static int run(driver *d, rp_script *s, size_t *steps)
             if (strcmp(s->tok[2], "crash") == 0) {
                 static const vs_gate_emitted nothing;
                 put_emitted(&d->got, &nothing);
+            } else if (d->post_failed) {
+                put_post_failed(&d->got, &d->step, d->posted, vs_gate_out(who));
             } else {
                 put_emitted(&d->got, vs_gate_out(who));
             }
@@ -322,6 +412,7 @@ int main(int argc, char **argv)
         if (d.rank[r] != NULL)
             vs_gate_destroy(d.rank[r]);
     free(d.polled);
+    free(d.step_wrs);
     rp_fields_free(&d.got);
     rp_close(&s);
     return code;
