@@ -52,7 +52,13 @@ OWN_BUILDS = ("not asan and not mutant and not every_bucket_is_shared and not wa
 GATE_RANDOM = ({}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes": 100},
                {"window": 3, "ops": 10, "qp_type": "rc", "chain_max": 2},
                {"window": 4, "gates_per_token": 0, "n_slots": 5, "big_depth": 3,
-                "rq_depth": 2, "sq_depth": 2, "big_last_bytes": 8})
+                "rq_depth": 2, "sq_depth": 2, "big_last_bytes": 8},
+               # verify blocks with failing posts and polls, and with receive queues too
+               # shallow for a layer (ds4's silent failures)
+               {"window": 2, "ops": 10, "vec_bytes": 100, "verify_blocks": 1,
+                "post_failures": 1},
+               {"window": 2, "ops": 4, "verify_blocks": 1, "rq_depth": 3},
+               {"window": 2, "ops": 4, "verify_blocks": 1, "rq_depth": 1})
 GATE_RUNS, GATE_STEPS, GATE_FAULT_RATE = 40, 2000, 0.02
 TAG_RUNS, TAG_STEPS = 60, 400
 # the allocation failure sweep's tag-matching jobs: a configuration (beyond the spec's
@@ -227,7 +233,15 @@ GATE_EDGES = (({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_ga
               ({"window": 2, "vec_bytes": 24576, "chain_max": 2, "ops": 3, "big_gates": 0,
                 "faults": 0}, 0),
               ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 1,
-                "big_depth": 2, "faults": 0}, 0))
+                "big_depth": 2, "faults": 0}, 0),
+              # verify blocks with a fault a run; failing posts and polls in decode gates and
+              # in verify blocks
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0,
+                "faults": 1, "verify_blocks": 1}, 1),
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0,
+                "faults": 1, "post_failures": 1}, 1),
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0,
+                "faults": 1, "post_failures": 1, "verify_blocks": 1}, 1))
 
 
 def _tests(mods: dict[str, ModuleType], tests: Path, note: Callable[[str], None]) -> int:
