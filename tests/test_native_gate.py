@@ -32,12 +32,13 @@ from verbspec.refimpl.conformance import (
     conform_every_edge,
     resolve,
 )
-from verbspec.refimpl.gate_engine import Completion, EngineError, GateEngine
+from verbspec.refimpl.gate_engine import Completion, Emitted, EngineError, GateEngine
 from verbspec.refimpl.native_gate import BUFS, NOT_BUILT, PHASES, NativeGateEngine, factory
 from verbspec.spec.gate import errors
+from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import ARM_POST, IDLE
 from verbspec.spec.gate.system import build
-from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM, TcpItem
+from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_WARM, TcpItem
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "native" / "gate_engine.c"
@@ -166,10 +167,13 @@ def test_a_mutant_engine_is_caught_at_its_step(tmp_path, monkeypatch):
 CFG = build({"window": 2, "ops": 6}).params
 
 
-def twins(gate_lib: ModuleType, steps: Callable) -> None:
+def twins(gate_lib: ModuleType, steps: Callable, cfg: GateConfig = CFG,
+          grant: int = 3) -> list[tuple[tuple[str, object], str]]:
     """Drives the reference and the native engine through the same calls, comparing what each
-    call emits (or refuses) and the view after it."""
-    ref, nat = GateEngine(CFG, 3), NativeGateEngine(CFG, 3, gate_lib)
+    call emits (or refuses) and the view and next step after it; each call's outcome (ok and
+    its value, or refused and the text) and next step, as both engines had them."""
+    ref, nat = GateEngine(cfg, grant), NativeGateEngine(cfg, grant, gate_lib)
+    trail = []
     for call in steps:
         got = []
         for e in (ref, nat):
@@ -180,6 +184,8 @@ def twins(gate_lib: ModuleType, steps: Callable) -> None:
         assert got[0] == got[1], call
         assert ref.view() == nat.view()
         assert ref.next_step() == nat.next_step(), call
+        trail.append((got[1], nat.next_step()))
+    return trail
 
 
 @pytest.mark.parametrize("tail", [
@@ -323,6 +329,190 @@ def test_a_post_failed_with_nothing_to_fail_is_refused(gate_lib):
         e.post_failed(0)
 
 
+# ---------------------------------------------------------------- verify blocks, beside it
+# a verify block of 2 layers x 1 row of one-chunk vectors, on a rank with no window armed
+BLK = build({"window": 2, "ops": 6, "verify_blocks": 1, "vec_bytes": 100}).params
+BLK_HDR = TcpItem("block", BLK.block_layers, BLK.block_rows)
+B5 = TcpItem("byte", 0xB5)
+HEADER = TcpItem("header", 1, 3, 9)
+# the block's header written, the peer's awaited
+TO_BLOCK_READ = [lambda e: e.setup(), lambda e: e.call_block(), lambda e: e.advance()]
+# the peer's header read, layer 0's receives posted, the barrier byte written
+TO_BLOCK_BARRIER = [*TO_BLOCK_READ, lambda e: e.tcp_read(BLK_HDR), lambda e: e.advance(),
+                    lambda e: e.advance()]
+# the barrier read, layer 1's receives and layer 0's send posted: layer 0's row is awaited
+IN_BLOCK_WAIT = [*TO_BLOCK_BARRIER, lambda e: e.tcp_read(B5), lambda e: e.advance()]
+ROW = TAG_BLOCK | 1
+
+
+def block_cfg(**values: int) -> GateConfig:
+    return build({"window": 2, "ops": 6, "verify_blocks": 1, "vec_bytes": 100,
+                  **values}).params
+
+
+def test_a_verify_block_runs_as_the_reference_engine_runs_it(gate_lib):
+    """Through both layers: each wait polls until its rows (and, at the end, its sends) are
+    in, an advance before then is refused, and so is a call out of phase."""
+    trail = twins(gate_lib, [
+        lambda e: e.call_block(), *IN_BLOCK_WAIT,
+        lambda e: e.advance(), lambda e: e.poll_size(),
+        lambda e: e.completions((Completion("send", ROW, 0, 0),)), lambda e: e.advance(),
+        lambda e: e.completions((Completion("recv", ROW, 0, 100),)), lambda e: e.call_block(),
+        lambda e: e.advance(), lambda e: e.advance(),
+        lambda e: e.completions((Completion("recv", TAG_BLOCK | 2, 0, 100),)),
+        lambda e: e.advance(), lambda e: e.peer_closed(), lambda e: e.advance(),
+        lambda e: e.poll_size(), lambda e: e.completions((Completion("send", ROW, 0, 0),)),
+        lambda e: e.advance(), lambda e: e.call_block()], cfg=BLK, grant=0)
+    assert trail[0] == (("refused", "the engine is in phase init, not idle"), "set up")
+    wait = len(IN_BLOCK_WAIT) + 1
+    sent = trail[wait - 1][0][1]
+    assert [(w.wr_id, w.buf) for w in sent.recvs] == [(TAG_BLOCK | 2, "blk")]
+    assert [(w.wr_id, w.buf) for w in sent.sends] == [(ROW, "bout")]
+    assert trail[wait - 1][1] == "poll"
+    assert trail[wait:] == [
+        (("refused", "verify-block layer 0 has not arrived (0 rows)"), "poll"),
+        (("ok", 16), "poll"),
+        (("ok", Emitted()), "poll"),
+        (("refused", "verify-block layer 0 has not arrived (0 rows)"), "poll"),
+        (("ok", Emitted()), "advance"),
+        (("refused", "the engine is in phase block_wait, not idle"), "advance"),
+        (("ok", Emitted()), "advance"),                 # layer 1: block_send
+        (trail[wait + 7][0], "poll"),                   # its send (no receives ahead)
+        (("ok", Emitted()), "advance"),
+        (("ok", Emitted()), "poll"),                    # block_end, a send outstanding
+        (("refused", "the engine is in phase block_end, not big_header_read"), "poll"),
+        (("refused", "the verify block is not over (2 rows, 1 sends outstanding)"), "poll"),
+        (("ok", 16), "poll"),
+        (("ok", Emitted()), "advance"),
+        (("ok", Emitted()), "call"),
+        (("ok", Emitted()), "advance")]
+    assert [(w.wr_id, w.buf) for w in trail[wait + 7][0][1].sends] == [(ROW, "bout")]
+    assert trail[wait + 7][0][1].recvs == ()
+
+
+def test_a_layer_wider_than_the_longest_chain_is_posted_whole(gate_lib):
+    """A layer of 2 rows where the arming and a sub-batch are one WR each: the engine holds
+    the layer's chain when the receive depth takes it, and fails silently when it does not."""
+    wide = block_cfg(window=1, chain_max=1, block_rows=2)
+    hdr = TcpItem("block", 2, 2)
+    trail = twins(gate_lib, [*TO_BLOCK_READ, lambda e: e.tcp_read(hdr), lambda e: e.advance(),
+                             lambda e: e.advance(), lambda e: e.tcp_read(B5),
+                             lambda e: e.advance()], cfg=wide, grant=0)
+    armed, gate = trail[4][0][1], trail[-1][0][1]
+    assert [w.wr_id for w in armed.recvs] == [TAG_BLOCK | 1, TAG_BLOCK | 2]
+    assert [w.wr_id for w in gate.recvs] == [TAG_BLOCK | 3, TAG_BLOCK | 4]
+    assert [w.offset for w in gate.sends] == [0, 100]
+    trail = twins(gate_lib, [*TO_BLOCK_READ, lambda e: e.tcp_read(hdr), lambda e: e.advance()],
+                  cfg=wide, grant=1)
+    assert trail[-1][0][1].result == ("verbspec silent failure: verify-block layer 0 needs 2 "
+                                      "receives, above the receive depth 1")
+    assert trail[-1][0][1].recvs == () and trail[-1][1] == "dead"
+
+
+@pytest.mark.parametrize("steps,cfg,grant,text", [
+    # the peer's header misframed or for another block
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(HEADER)], BLK, 0,
+     "verbspec safety rule: verify-block header read found header big 1 (3 chunks)"),
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(B5)], BLK, 0,
+     "verbspec safety rule: verify-block header read found byte 0xb5"),
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(TcpItem("block", 3, 1))], BLK, 0,
+     "verbspec safety rule: verify block of 2 layers x 1 rows vs the peer's 3 x 1"),
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(TcpItem("block", 2, 4))], BLK, 0,
+     "verbspec safety rule: verify block of 2 layers x 1 rows vs the peer's 2 x 4"),
+    # a verify-block header where a big gate's belongs
+    ([lambda e: e.setup(), lambda e: e.call_big(3), lambda e: e.advance(),
+      lambda e: e.tcp_read(BLK_HDR)], CFG, 3,
+     "verbspec safety rule: big gate header read found verify-block header (2 layers x 1 rows)"),
+    # a header, or the decode window's byte, where the block barrier's 0xB5 belongs
+    ([*TO_BLOCK_BARRIER, lambda e: e.tcp_read(HEADER)], BLK, 0,
+     "verbspec silent failure: rdma window barrier read byte 0x42, expected 0xb5"),
+    ([*TO_BLOCK_BARRIER, lambda e: e.tcp_read(BYTE_D1)], BLK, 0,
+     "verbspec silent failure: rdma window barrier read byte 0xd1, expected 0xb5"),
+    # a row of 0 bytes; a verify-block row in a big-gate window has no BULK tag
+    ([*IN_BLOCK_WAIT, lambda e: e.completions((Completion("recv", ROW, 0, 0),))], BLK, 0,
+     "rdma verify-block receive of 0 bytes"),
+    ([*IN_XFER, lambda e: e.completions((Completion("recv", ROW, 0, CFG.max_msg),))], CFG, 3,
+     f"verbspec safety rule: receive completion wr_id {ROW} without the BULK tag in a big "
+     "gate window"),
+    # the peer closes in each of the block's reads and its wait; a poll fails in the wait
+    ([*TO_BLOCK_READ, lambda e: e.peer_closed()], BLK, 0,
+     "verbspec safety rule: verify-block header exchange failed: Connection reset by peer"),
+    ([*TO_BLOCK_BARRIER, lambda e: e.peer_closed()], BLK, 0,
+     "verbspec silent failure: peer closed the data socket during the rdma window barrier"),
+    ([*IN_BLOCK_WAIT, lambda e: e.peer_closed()], BLK, 0,
+     "peer disconnected during verify-block gate"),
+    ([*IN_BLOCK_WAIT, lambda e: e.poll_failed()], BLK, 0,
+     "verbspec silent failure: ibv_poll_cq failed in a gate or verify-block wait"),
+    ([*IN_BLOCK_WAIT, lambda e: e.timeout()], BLK, 0,
+     "timeout waiting verify-block gate layer 0 (0/1 rows)"),
+    # a layer's chain deeper than the receive depth (posting nothing), than half of it or
+    # than the send queue (after the next layer's receives)
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(TcpItem("block", 2, 2)), lambda e: e.advance()],
+     block_cfg(block_rows=2), 1,
+     "verbspec silent failure: verify-block layer 0 needs 2 receives, above the receive "
+     "depth 1"),
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(TcpItem("block", 2, 2)), lambda e: e.advance(),
+      lambda e: e.advance(), lambda e: e.tcp_read(B5), lambda e: e.advance()],
+     block_cfg(block_rows=2), 3,
+     "verbspec silent failure: verify-block layer 0 sends 2 work requests, above 1 (half the "
+     "receive depth) or the send depth 1024"),
+    ([*TO_BLOCK_READ, lambda e: e.tcp_read(TcpItem("block", 2, 2)), lambda e: e.advance(),
+      lambda e: e.advance(), lambda e: e.tcp_read(B5), lambda e: e.advance()],
+     block_cfg(block_rows=2, sq_depth=1), 0,
+     "verbspec silent failure: verify-block layer 0 sends 2 work requests, above 512 (half "
+     "the receive depth) or the send depth 1"),
+    # a post refused: layer 0's receives, layer 1's ahead of layer 0's sends, those sends
+    ([*TO_BLOCK_BARRIER[:-1], lambda e: e.post_failed(0)], BLK, 0,
+     "rdma verify-block post_recv(layer 0): Cannot allocate memory"),
+    ([*IN_BLOCK_WAIT, lambda e: e.post_failed(0)], BLK, 0,
+     "rdma verify-block post_recv(layer 1): Cannot allocate memory"),
+    ([*IN_BLOCK_WAIT, lambda e: e.post_failed(1)], BLK, 0,
+     "rdma verify-block post_send(layer 0): Cannot allocate memory"),
+], ids=["header-for-block-header", "byte-for-block-header", "layers-mismatch",
+        "rows-mismatch", "block-header-for-big-header", "header-for-block-barrier",
+        "decode-byte-for-block-barrier", "empty-row", "block-row-in-big-window",
+        "peer-closed-at-header", "peer-closed-at-barrier", "peer-closed-in-wait",
+        "poll-failed-in-wait", "timeout-in-wait", "recv-depth", "send-depth-half-rq",
+        "send-depth-sq", "post-layer-0", "post-recv-ahead", "post-send"])
+def test_a_verify_block_fails_with_ds4s_text_as_the_reference_engine_does(gate_lib, steps,
+                                                                         cfg, grant, text):
+    trail = twins(gate_lib, steps, cfg=cfg, grant=grant)
+    (kind, out), step = trail[-1]
+    assert (kind, out.result, step) == ("ok", text, "dead")
+
+
+def test_a_big_window_with_a_full_send_queue_has_no_step_of_its_own(gate_lib):
+    """One send in flight fills a send queue of 1: the window polls, and an advance is
+    refused, until the send completes."""
+    tight = build({"window": 2, "ops": 6, "sq_depth": 1}).params
+    trail = twins(gate_lib, [
+        lambda e: e.setup(), lambda e: e.call_big(3), lambda e: e.advance(),
+        lambda e: e.tcp_read(HEADER), lambda e: e.advance(), lambda e: e.advance(),
+        lambda e: e.advance(), lambda e: e.tcp_read(TcpItem("byte", 1)), lambda e: e.advance(),
+        lambda e: e.advance(), lambda e: e.completions((Completion("send", TAG_BULK | 1, 0, 0),)),
+        lambda e: e.advance()], cfg=tight)
+    assert [w.wr_id for w in trail[8][0][1].sends] == [TAG_BULK | 1]
+    assert trail[8][1] == "poll"
+    assert trail[9] == (("refused", "the big-gate window is neither sendable nor complete"),
+                        "poll")
+    assert trail[10][1] == "advance"
+    assert [w.wr_id for w in trail[11][0][1].sends] == [TAG_BULK | 2]
+
+
+def test_a_configuration_without_verify_blocks_refuses_a_verify_block(gate_lib):
+    """The C engine takes block_layers and block_rows 0 as no verify blocks (the reference
+    engine, whose configurations always have them, has no such refusal)."""
+    from dataclasses import replace
+
+    e = NativeGateEngine(replace(BLK, block_layers=0, block_rows=0), 0, gate_lib)
+    e.setup()
+    with pytest.raises(EngineError, match=re.escape(
+            "the configuration has no verify blocks (block_layers 0)")):
+        e.call_block()
+    assert e.view().phase == IDLE and e.next_step() == "call"
+    assert e.call_gate(0, 0, 1).result == ""
+
+
 BAD_CONFIGS = [({"max_msg": 0}, "max_msg"), ({"max_msg": 2 ** 31 + 1}, "max_msg"),
                ({"vec_bytes": 0}, "vec_bytes"), ({"window": 32769}, "window"),
                ({"n_slots": 0}, "n_slots"), ({"n_slots": 65537}, "n_slots"),
@@ -337,7 +527,11 @@ BAD_CONFIGS = [({"max_msg": 0}, "max_msg"), ({"max_msg": 2 ** 31 + 1}, "max_msg"
                ({"rq_depth": 0}, "rq_depth"), ({"sq_depth": 0}, "sq_depth"),
                ({"chain_max": 0}, "chain_max"), ({"staging_bytes": 0}, "staging_bytes"),
                ({"big_depth": 0}, "big_depth"), ({"big_depth": 257}, "big_depth"),
-               ({"big_last_bytes": 16385}, "big_last_bytes")]
+               ({"big_last_bytes": 16385}, "big_last_bytes"),
+               ({"block_layers": 0}, "block_layers and block_rows must be"),
+               ({"block_rows": 0}, "block_layers and block_rows must be"),
+               ({"block_layers": 65537}, "block_layers and block_rows must be"),
+               ({"block_rows": 32769}, "block_layers and block_rows must be")]
 
 
 @pytest.mark.parametrize("values,named", BAD_CONFIGS,
