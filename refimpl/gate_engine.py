@@ -18,8 +18,7 @@ formats (tests/test_conformance.py enforces that).
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
@@ -77,6 +76,9 @@ _DRIVER_STEP = {
     BLOCK_BAR_READ: READ,
 }
 CQ_WAITS = (WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END)
+# the phases whose step posts work requests (WAIT's: the repost when the gate is done)
+POSTING = frozenset({ARM_POST, SEND, WAIT, DRAIN_POST, BIG_POST, BIG_XFER, BLOCK_POST,
+                     BLOCK_SEND})
 
 
 class EngineError(Exception):
@@ -121,6 +123,25 @@ class EngineView:
     error: str
 
 
+@dataclass(frozen=True)
+class BeforePost:
+    """The engine's fields as they were before a step that posted: what a refused post puts
+    back, and what its text names."""
+
+    phase: str
+    seq: int
+    recv_done: int
+    last_gate_seq: int
+    window_active: bool
+    send_outstanding: int
+    big_posted: int
+    big_sent: int
+    big_win: int
+    block_layer: int
+    block_posted: int
+    block_active: bool
+
+
 @dataclass
 class GateEngine:
     """One rank. ``grant`` is the receive depth it tells its peer (ds4: its own rq_depth)."""
@@ -152,7 +173,7 @@ class GateEngine:
     block_posted: int = 0
     block_recv_done: int = 0
     # the engine as it was before its last step that posted, for a post that then failed
-    before_post: GateEngine | None = field(default=None, repr=False, compare=False)
+    before_post: BeforePost | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.grant = self.grant or self.cfg.rq_depth
@@ -269,7 +290,8 @@ class GateEngine:
                 }.get(self.phase)
         if step is None:
             raise EngineError(f"the engine has no step of its own in phase {self.phase}")
-        before = copy.copy(self)
+        before = (BeforePost(*(getattr(self, f.name) for f in fields(BeforePost)))
+                  if self.phase in POSTING else None)
         out = step()
         self.before_post = before if out.recvs or out.sends else None
         return out
@@ -631,14 +653,12 @@ class GateEngine:
         if b is None:
             raise EngineError("no step of the engine has posted anything to fail")
         text = self._post_failure(b, posted)
-        for f in ("phase", "seq", "recv_done", "last_gate_seq", "window_active",
-                  "send_outstanding", "big_posted", "big_sent", "block_posted",
-                  "block_active"):
-            setattr(self, f, getattr(b, f))
+        for f in fields(BeforePost):
+            setattr(self, f.name, getattr(b, f.name))
         self.before_post = None
         return self._fail(text)
 
-    def _post_failure(self, b: GateEngine, posted: int) -> str:
+    def _post_failure(self, b: BeforePost, posted: int) -> str:
         """ds4's text for a post refused after ``posted`` WRs of the step ``b`` was to take."""
         reason, c = errors.POST_ERRNO, self.cfg
         if b.phase == ARM_POST:     # a chain per gate: the gates before the refused one stay
