@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from functools import cached_property
 
 from verbspec.spec import fabric as fb
-from verbspec.spec.actions import action, bind
+from verbspec.spec.actions import action, bind, name_of
 from verbspec.spec.fabric import RecvWR, SendWR
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
@@ -116,7 +116,11 @@ class GateSpec:
 
     @cached_property
     def actions(self) -> tuple[Action, ...]:
-        return bind(self)
+        """This configuration's actions: the verify block's only with verify_blocks=1, the
+        failing posts and polls only with post_failures=1 (elsewhere never enabled)."""
+        absent = (BLOCK_ACTIONS * (not self.cfg.verify_blocks)
+                  + POST_FAILURE_ACTIONS * (not self.cfg.post_failures))
+        return tuple(a for a in bind(self) if a.name not in absent)
 
     @cached_property
     def progress_actions(self) -> tuple[Action, ...]:
@@ -1102,6 +1106,14 @@ class GateSpec:
         if rk.phase == BLOCK_WAIT:
             return errors.BLOCK_PEER()
         raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
+
+
+# the verify block's steps, and the failing posts and polls
+BLOCK_ACTIONS = tuple(name_of(f) for f in (
+    GateSpec.do_call_block, GateSpec.do_block_header_write, GateSpec.do_block_header_read,
+    GateSpec.do_block_post, GateSpec.do_block_barrier_write, GateSpec.do_block_barrier_read,
+    GateSpec.do_block_send, GateSpec.do_block_gate_done, GateSpec.do_block_end))
+POST_FAILURE_ACTIONS = (name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail))
 
 
 def _first_byte(item: TcpItem) -> int:

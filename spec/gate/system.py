@@ -25,7 +25,7 @@ from verbspec.spec.gate.state import (
     GateState,
     Rank,
 )
-from verbspec.spec.gate.steps import GateSpec
+from verbspec.spec.gate.steps import BLOCK_ACTIONS, POST_FAILURE_ACTIONS, GateSpec
 from verbspec.spec.gate.variants import PROFILES, VARIANTS
 from verbspec.spec.lts import Invariant
 from verbspec.spec.params import check_values, check_variants
@@ -64,13 +64,6 @@ FAULT_ACTIONS = frozenset(action_names(GateSpec, fault=True))
 
 CALL_GATE, CALL_BIG = name_of(GateSpec.do_call_gate), name_of(GateSpec.do_call_big)
 CALL_BLOCK = name_of(GateSpec.do_call_block)
-# the verify block's steps (the z3 model leaves them out: its scope has verify_blocks=0)
-BLOCK_ACTIONS = tuple(name_of(f) for f in (
-    GateSpec.do_call_block, GateSpec.do_block_header_write, GateSpec.do_block_header_read,
-    GateSpec.do_block_post, GateSpec.do_block_barrier_write, GateSpec.do_block_barrier_read,
-    GateSpec.do_block_send, GateSpec.do_block_gate_done, GateSpec.do_block_end))
-# the failing posts and polls (likewise outside the model: its scope has post_failures=0)
-POST_FAILURE_ACTIONS = (name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail))
 TIMEOUT = name_of(GateSpec.do_timeout)
 BAD_CALL = name_of(GateSpec.do_bad_call)
 
@@ -84,11 +77,7 @@ class GateSystem:
         self.params = cfg
         self.variants = tuple(variants)
         self.spec = GateSpec(cfg, frozenset(variants))
-        # a configuration's actions: the verify block's only with verify_blocks=1, the
-        # failing posts and polls only with post_failures=1 (elsewhere never enabled)
-        absent = (BLOCK_ACTIONS * (not cfg.verify_blocks)
-                  + POST_FAILURE_ACTIONS * (not cfg.post_failures))
-        self.actions = tuple(a for a in self.spec.actions if a.name not in absent)
+        self.actions = self.spec.actions
         if cfg.verify_blocks:
             self.weights = {**GateSystem.weights, CALL_BLOCK: self.block_weights}
         self.invariants = tuple(
@@ -236,5 +225,5 @@ def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem
     return GateSystem(cfg, check_variants(VARIANTS, variants))
 
 
-__all__ = ["PARAMS", "PROFILES", "VARIANTS", "INVARIANTS", "INVARIANT_DOCS", "PROTOCOL",
-           "GateSystem", "build"]
+__all__ = ["BLOCK_ACTIONS", "PARAMS", "POST_FAILURE_ACTIONS", "PROFILES", "VARIANTS",
+           "INVARIANTS", "INVARIANT_DOCS", "PROTOCOL", "GateSystem", "build"]
