@@ -40,6 +40,9 @@ WALKED = {"depth-mismatch": ("no_silent_drop", 148)}
 # variant -> (invariant, shortest trace length): needs a fault (a warm-up leftover), found by
 # the one-fault phase
 ONE_FAULT = {"untagged-in-big-window": ("watermark_sound", 17)}
+# variant -> (invariant, shortest trace length): acts only on a verify block (verify_blocks=1),
+# found by the fault-free phase
+WITH_BLOCKS = {"block-drain-without-rendezvous": ("watermark_sound", 30)}
 
 
 def bmc(capsys, *args: str) -> tuple[int, dict]:
@@ -48,7 +51,26 @@ def bmc(capsys, *args: str) -> tuple[int, dict]:
 
 
 def test_every_variant_is_accounted_for():
-    assert set(SHORTEST) | set(WALKED) | set(ONE_FAULT) == {v.name for v in VARIANTS}
+    assert (set(SHORTEST) | set(WALKED) | set(ONE_FAULT) | set(WITH_BLOCKS)
+            == {v.name for v in VARIANTS})
+
+
+@pytest.mark.parametrize("variant", list(WITH_BLOCKS))
+def test_bmc_refutes_a_verify_block_variant_without_a_fault(variant, tmp_path, capsys):
+    invariant, length = WITH_BLOCKS[variant]
+    assert invariant in next(v.breaks for v in VARIANTS if v.name == variant)
+    code, out = bmc(capsys, "--variant", variant, "--param", "verify_blocks=1",
+                    "--trace-dir", str(tmp_path))
+    assert code == 1
+    (bad,) = [r for r in out["results"] if r["verdict"] == "violated"]
+    assert bad["invariant"] == invariant
+    assert bad["bound"].startswith(f"trace of {length} steps, a shortest fault-free run")
+    assert f"no fault-free run of <= {length - 1} steps" in bad["bound"]
+    meta, moves = read_moves(bad["trace"])
+    assert len(moves) == length and "call_block" in [name for name, _ in moves]
+    assert meta["params"]["verify_blocks"] == 1
+    assert main(["replay", bad["trace"]]) == 1
+    assert f"replayed {length} steps: {invariant} violated" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("variant", list(SHORTEST))

@@ -56,6 +56,8 @@ LONG_DECODE = {"no-barrier", "tag-every-chunk"}
 # variants whose explore and bmc runs take about two minutes (a 65-chunk big gate, a drain
 # then a big gate): test_gate_check.py's exploration of them stays in the default suite
 SLOW_VARIANTS = {"depth-mismatch", "drain-without-rendezvous"}
+# what a variant needs beyond the defaults to act at all
+NEEDS = {"block-drain-without-rendezvous": {"verify_blocks": 1}}
 
 
 @pytest.mark.parametrize(("variants", "broken"), [
@@ -93,7 +95,8 @@ def test_explore_and_bmc_agree_on_every_variant_and_prove_does_not_contradict(va
     # exploration stops at the first violation; it needs the CLI's default example and step
     # counts to get there (depth-mismatch needs a 65-chunk big gate, at least 148 steps: bmc's
     # random walks find it, its searches do not)
-    by_method = {m: _run(m, {}, (variant,), tmp_path, examples=300, steps=None)
+    by_method = {m: _run(m, NEEDS.get(variant, {}), (variant,), tmp_path, examples=300,
+                         steps=None)
                  for m in METHODS}
     _no_contradiction(by_method)
     documented = next(v.breaks for v in VARIANTS if v.name == variant)
@@ -101,7 +104,8 @@ def test_explore_and_bmc_agree_on_every_variant_and_prove_does_not_contradict(va
         found = _violated(by_method[m])
         assert len(found) == 1 and found <= {r.invariant for r in by_method[m]}, (m, found)
         assert next(iter(found)) in documented, (m, found, documented)
-    # variants with big gates are outside prove's model: it must say so, not guess
+    # variants with big gates (or verify blocks) are outside prove's model: it must say so,
+    # not guess
     assert all(r.verdict == "inconclusive" and "the z3 model covers" in r.detail
                for r in by_method["prove"])
 
