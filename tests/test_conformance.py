@@ -76,7 +76,10 @@ def test_the_reference_engine_conforms(values):
 @pytest.mark.slow
 def test_every_action_but_wire_loss_reaches_the_engines():
     seen = Counter()
-    for values in CONFIGS:
+    # and verify blocks (without faults, which would end most runs before a block's end),
+    # then with failing posts and polls: their actions only such workloads have
+    blocks = {"window": 2, "ops": 10, "vec_bytes": 100, "verify_blocks": 1}
+    for values in (*CONFIGS, {**blocks, "faults": 0}, {**blocks, "post_failures": 1}):
         for r in runs(build(values), n=40, fault_rate=0.05):
             assert r.mismatch is None, str(r.mismatch)
             seen.update(r.actions)
@@ -316,7 +319,7 @@ def test_conform_exhaustive_covers_every_action(capsys, tmp_path):
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
     assert out["exhaustive"]["depth"] == PATH_DEPTH and out["exhaustive"]["paths"] > 10_000
     assert set(out["actions"]) == set(action_names(GateSpec))
-    assert out["actions_covered"] == out["actions_total"] == 29
+    assert out["actions_covered"] == out["actions_total"] == len(action_names(GateSpec)) == 40
 
 
 # each variant's engine against the base spec: the action and step (breadth first, so on a
