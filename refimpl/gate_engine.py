@@ -513,7 +513,7 @@ class GateEngine:
     def _read_block_header(self, item: TcpItem) -> Emitted:
         c = self.cfg
         if item.kind != "block":
-            return self._fail(errors.BLOCK_HEADER_MISFRAMED(item=_described(item)))
+            return self._fail(errors.BLOCK_HEADER_MISFRAMED(item=item.describe()))
         if (item.value, item.chunks) != (c.block_layers, c.block_rows):
             return self._fail(errors.BLOCK_HEADER_MISMATCH(
                 layers=c.block_layers, rows=c.block_rows, peer_layers=item.value,
@@ -523,7 +523,7 @@ class GateEngine:
 
     def _read_header(self, item: TcpItem) -> Emitted:
         if item.kind != "header":
-            return self._fail(errors.BIG_HEADER_MISFRAMED(item=_described(item)))
+            return self._fail(errors.BIG_HEADER_MISFRAMED(item=item.describe()))
         if item.value != self.big_no:
             return self._fail(errors.BIG_DESYNC(got_layer=BIG_LAYER, got_tag=BIG_MAGIC,
                                                 got_seq=item.value, layer=BIG_LAYER,
@@ -697,12 +697,3 @@ class GateEngine:
     def crash(self) -> None:
         """The process died: nothing more comes from this rank."""
         self.phase, self.error = CRASHED, "crashed"
-
-
-def _described(item: TcpItem) -> str:
-    """A TCP item as a header read that did not expect it names it."""
-    if item.kind == "byte":
-        return f"byte 0x{item.value:02x}"
-    if item.kind == "block":
-        return f"verify-block header ({item.value} layers x {item.chunks} rows)"
-    return f"header big {item.value} ({item.chunks} chunks)"

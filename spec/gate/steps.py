@@ -451,7 +451,7 @@ class GateSpec:
         item, f = fb.tcp_read(s.fabric, r)
         s = evolve(s, fabric=f)
         if item.kind != "header":
-            return self._fail(s, r, errors.BIG_HEADER_MISFRAMED(item=_describe(item)),
+            return self._fail(s, r, errors.BIG_HEADER_MISFRAMED(item=item.describe()),
                               tcp_in=(item,))
         if item.value != rk.big_no:
             # ds4 compares magic, layer, tag and seq; the spec's header always carries the
@@ -667,7 +667,7 @@ class GateSpec:
         s = evolve(s, fabric=f)
         c = self.cfg
         if item.kind != "block":
-            return self._fail(s, r, errors.BLOCK_HEADER_MISFRAMED(item=_describe(item)),
+            return self._fail(s, r, errors.BLOCK_HEADER_MISFRAMED(item=item.describe()),
                               tcp_in=(item,))
         if (item.value, item.chunks) != (c.block_layers, c.block_rows):
             return self._fail(s, r, errors.BLOCK_HEADER_MISMATCH(
@@ -1120,14 +1120,6 @@ def _first_byte(item: TcpItem) -> int:
     """The byte a one-byte barrier read takes: a barrier byte, or the first byte of a header,
     the low byte of its little-endian magic."""
     return item.value if item.kind == "byte" else HEADER_MAGIC & 0xFF
-
-
-def _describe(item: TcpItem) -> str:
-    if item.kind == "byte":
-        return f"byte 0x{item.value:02x}"
-    if item.kind == "block":
-        return f"verify-block header ({item.value} layers x {item.chunks} rows)"
-    return f"header big {item.value} ({item.chunks} chunks)"
 
 
 def _payload(p: Payload) -> str:

@@ -35,3 +35,11 @@ class TcpItem:
     value: int          # the byte, the header's big-gate number, or the block's layers
     chunks: int = 0     # header: chunks of the big gate; block: rows per layer
     depth: int = 0      # header: the sender's granted receive depth
+
+    def describe(self) -> str:
+        """The item as a header read that did not expect it names it."""
+        if self.kind == "byte":
+            return f"byte 0x{self.value:02x}"
+        if self.kind == "block":
+            return f"verify-block header ({self.value} layers x {self.chunks} rows)"
+        return f"header big {self.value} ({self.chunks} chunks)"
