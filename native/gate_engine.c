@@ -26,6 +26,7 @@
 
 /* ds4's error texts (spec/gate/errors.py), by the name the spec declares them under. */
 #define WC_STATUS "wc status %d"
+#define HELLO_MISMATCH "verbspec safety rule: tp hello: peer's %s %llu != %llu"
 #define CHUNKED_VECTORS "rdma gate vectors ride as 2 chunked messages (%llu bytes > %u limit)"
 #define GATE_ORDER "gate order broke: layer %u gate %u vs seq %llu"
 #define GATE_SEQ_ORDER "verbspec safety rule: gate seq %llu out of order after gate %llu"
@@ -438,6 +439,18 @@ int vs_gate_setup(vs_gate *e)
         e->out.n_log = 1;
     }
     return VS_GATE_OK;
+}
+
+int vs_gate_setup_hello(vs_gate *e, uint64_t peer_window, uint64_t peer_max_msg)
+{
+    begin(e);
+    if (need(e, BIT(VS_GATE_INIT)))
+        return VS_GATE_REFUSED;
+    if (peer_window != e->cfg.window)
+        return fail(e, HELLO_MISMATCH, "receive window", (ull)peer_window, (ull)e->cfg.window);
+    if (peer_max_msg != e->cfg.max_msg)
+        return fail(e, HELLO_MISMATCH, "message cap", (ull)peer_max_msg, (ull)e->cfg.max_msg);
+    return vs_gate_setup(e);
 }
 
 /* gate(layer, gate, seq): checked before anything is posted. */

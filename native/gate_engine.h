@@ -185,6 +185,8 @@ void vs_gate_destroy(vs_gate *e);
 
 /* Application calls. */
 int vs_gate_setup(vs_gate *e);
+/* Setup with the peer's hello: a peer built with another window or max_msg is refused. */
+int vs_gate_setup_hello(vs_gate *e, uint64_t peer_window, uint64_t peer_max_msg);
 int vs_gate_call_gate(vs_gate *e, uint64_t layer, uint64_t gate, uint64_t seq);
 int vs_gate_call_big(vs_gate *e, uint64_t chunks);
 /* ds4_tp_batch_block_begin: a verify block of cfg.block_layers x cfg.block_rows. */

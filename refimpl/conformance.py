@@ -37,14 +37,14 @@ from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import GateState, Observation, RankView
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import GateSystem
-from verbspec.spec.gate.wire import TcpItem
+from verbspec.spec.gate.wire import Hello, TcpItem
 from verbspec.spec.lts import Action, Trace, TraceStep, start_trace
 
 
 class GateImpl(Protocol):
     """What an implementation of one gate rank offers the harness (the adapter)."""
 
-    def setup(self) -> Emitted: ...
+    def setup(self, peer: Hello | None = None) -> Emitted: ...
     def call_gate(self, layer: int, gate: int, seq: int) -> Emitted: ...
     def call_big(self, chunks: int) -> Emitted: ...
     def call_block(self) -> Emitted: ...
@@ -233,8 +233,8 @@ class GateHarness:
 
     def fresh(self) -> tuple[GateState, list[GateImpl]]:
         grants = self.system.spec.rq_grant
-        return self.system.initial(), [self.factory(self.system.params, r, grants[r])
-                                       for r in (0, 1)]
+        own = self.system.params.of_rank
+        return self.system.initial(), [self.factory(own(r), r, grants[r]) for r in (0, 1)]
 
     def deliver(self, impls: Sequence[GateImpl], pre: GateState, name: str,
                 args: tuple, obs: Observation) -> Emitted | None:
@@ -250,6 +250,9 @@ class GateHarness:
             asked = min(impl.poll_size(), held)
             if asked != polled:
                 raise Disagreement("completions polled", polled, asked)
+        if call.method == GateImpl.setup.__name__:
+            # the rank's hello reads what its peer was built with
+            return impl.setup(self.system.params.of_rank(1 - call.rank).hello)
         if call.method == GateImpl.crash.__name__:
             impl.crash()
             return Emitted()
@@ -665,6 +668,15 @@ POST_FAILURE_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
       "post_failures": 1, "verify_blocks": 1}, 1),
 )
 
+# ranks built with another message cap or receive window (rank1_max_msg, rank1_window), also
+# outside the model: their hellos refuse each other at setup
+PER_RANK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
+    ({"window": 2, "vec_bytes": 24576, "rank1_max_msg": 24576, "chain_max": 2, "ops": 1,
+      "big_gates": 0, "faults": 0}, 0),
+    ({"window": 2, "rank1_window": 3, "vec_bytes": 100, "chain_max": 2, "ops": 1,
+      "big_gates": 0, "faults": 0}, 0),
+)
+
 
 def new_sweep() -> dict[str, Any]:
     """An exhaustive run's totals, before its first configuration (``depth``: the deepest
@@ -711,8 +723,9 @@ def conform_every_edge(factory: Factory, impl: str,
                        keep_going: bool = False, depth: int | None = None) -> Report:
     """Every reachable edge of the small base-protocol configurations the model's refinement
     check uses (decode gates past a window of 2, a drain, big gates of up to 3 chunks, every
-    fault action), of LOSS_CONFIGS (a lossy wire), BLOCK_CONFIGS (verify blocks) and
-    POST_FAILURE_CONFIGS (failing posts and polls), each executed once in lockstep, then
+    fault action), of LOSS_CONFIGS (a lossy wire), BLOCK_CONFIGS (verify blocks),
+    POST_FAILURE_CONFIGS (failing posts and polls) and PER_RANK_CONFIGS (ranks built apart),
+    each executed once in lockstep, then
     every path of up to ``depth`` (default PATH_DEPTH) steps of PATH_CONFIGS; stops at the
     first mismatch (with ``keep_going``: a configuration's sweep or walk stops there, and the
     next one runs)."""
@@ -721,7 +734,7 @@ def conform_every_edge(factory: Factory, impl: str,
 
     t0 = time.perf_counter()
     base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
-    base += LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS
+    base += LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS + PER_RANK_CONFIGS
     out = Report(impl, "gate", sweep=new_sweep())
     for values, faults in base:
         system = build(values)

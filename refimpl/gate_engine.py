@@ -56,7 +56,7 @@ from verbspec.spec.gate.state import (
     WAIT,
     WINDOW_BARRIER,
 )
-from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_MASK, TAG_WARM, TcpItem
+from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_MASK, TAG_WARM, Hello, TcpItem
 
 WC_SUCCESS = 0          # ibv_wc_status IBV_WC_SUCCESS
 DECODE_POLL = 16        # ibv_wc entries per poll: a decode gate's wait and a verify block's
@@ -234,10 +234,17 @@ class GateEngine:
                      for k in range(self.chunks))
 
     # ------------------------------------------------------------------ application calls
-    def setup(self) -> Emitted:
+    def setup(self, peer: Hello | None = None) -> Emitted:
+        """Setup, with the peer's hello where the driver has one: a peer built with another
+        receive window or message cap is refused."""
         self._need(INIT)
-        self.phase = IDLE
         c = self.cfg
+        if peer is not None:
+            for what, theirs, ours in (("receive window", peer.window, c.window),
+                                       ("message cap", peer.max_msg, c.max_msg)):
+                if theirs != ours:
+                    return self._fail(errors.HELLO_MISMATCH(what=what, peer=theirs, ours=ours))
+        self.phase = IDLE
         log = ((errors.CHUNKED_VECTORS(vec_bytes=c.vec_bytes, max_msg=c.max_msg),)
                if self.chunks == 2 else ())
         return Emitted(log=log)

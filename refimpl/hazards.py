@@ -18,7 +18,7 @@ from verbspec.refimpl.gate_engine import (
 from verbspec.spec.gate import variants as gv
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import BIG_HDR_SEND, BIG_XFER, BLOCK_POST, DRAIN_POST, SEND
-from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM
+from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM, Hello
 
 
 class NoBarrier(GateEngine):
@@ -134,6 +134,13 @@ class BlockDrainWithoutRendezvous(GateEngine):
         return out
 
 
+class UnexchangedConfig(GateEngine):
+    """Starts whatever receive window and message cap its peer was built with."""
+
+    def setup(self, peer: Hello | None = None) -> Emitted:
+        return super().setup(None)
+
+
 HAZARDS: dict[str, type[GateEngine]] = {
     gv.NO_BARRIER.name: NoBarrier, gv.TAG_EVERY_CHUNK.name: TagEveryChunk,
     gv.SIGNAL_LAST_ONLY.name: SignalLastOnly,
@@ -143,6 +150,7 @@ HAZARDS: dict[str, type[GateEngine]] = {
     gv.DRAIN_WITHOUT_RENDEZVOUS.name: DrainWithoutRendezvous,
     gv.UNTAGGED_IN_BIG_WINDOW.name: UntaggedInBigWindow,
     gv.BLOCK_DRAIN_WITHOUT_RENDEZVOUS.name: BlockDrainWithoutRendezvous,
+    gv.UNEXCHANGED_CONFIG.name: UnexchangedConfig,
 }
 
 

@@ -58,7 +58,7 @@ from verbspec.spec.gate.state import (
     SEND,
     WAIT,
 )
-from verbspec.spec.gate.wire import TcpItem
+from verbspec.spec.gate.wire import Hello, TcpItem
 
 # the C engine's vs_gate_phase and vs_gate_buf, in enum order
 PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
@@ -162,8 +162,10 @@ class NativeGateEngine:
         return self._last
 
     # ------------------------------------------------------------------ the calls
-    def setup(self) -> Emitted:
-        return self._out(self.lib.vs_gate_setup(self.handle))
+    def setup(self, peer: Hello | None = None) -> Emitted:
+        if peer is None:
+            return self._out(self.lib.vs_gate_setup(self.handle))
+        return self._out(self.lib.vs_gate_setup_hello(self.handle, peer.window, peer.max_msg))
 
     def call_gate(self, layer: int, gate: int, seq: int) -> Emitted:
         return self._out(self.lib.vs_gate_call_gate(self.handle, layer, gate, seq))

@@ -106,6 +106,17 @@ def test_random_gate_runs_with_failing_posts_agree_through_the_c_driver(drivers,
     assert taken["post_fail"] >= 3 and taken["poll_fail"] >= 3, taken
 
 
+@pytest.mark.parametrize("values", [{**GATE_SMALL, "rank1_max_msg": 32768},
+                                    {**GATE_SMALL, "rank1_window": 3}],
+                         ids=("message-cap", "window"))
+def test_ranks_built_apart_refuse_each_other_through_the_c_driver(drivers, values):
+    """Each rank's setup is handed its peer's hello: both fail, with the spec's texts."""
+    system, runs = gate_runs(values, 5, fault_rate=0.0)
+    steps, mismatch = replay_runs(drivers, system, runs)
+    assert mismatch is None, mismatch
+    assert all(r.steps == 2 for r in runs) and steps == 10
+
+
 @pytest.mark.parametrize("values", TAGMATCH_CONFIGS[:3], ids=("defaults", "no-offload",
                                                               "offload-small"))
 def test_random_tag_matching_runs_agree_through_the_c_driver(drivers, values):
@@ -135,6 +146,7 @@ def test_the_drivers_run_clean_under_asan_and_ubsan():
     with c_replay.Drivers(flags) as sanitized:
         for system, runs in (gate_runs(GATE_CONFIGS[0], 20),
                              *(gate_runs(v, 20, fault_rate=0.1) for v in POST_FAILURE_CONFIGS),
+                             gate_runs({**GATE_SMALL, "rank1_window": 3}, 2, fault_rate=0.0),
                              tag_runs(TAGMATCH_CONFIGS[2], 40)):
             assert replay_runs(sanitized, system, runs)[1] is None
 
@@ -235,7 +247,7 @@ def test_a_malformed_trace_file_is_refused_by_name(tmp_path, capsys):
 GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 n_slots=64 "
                "slot_start=0 slot_step=1 slot_mask=0 rq_depth=64 sq_depth=64 big_depth=16 "
                "chain_max=4 staging_bytes=1048576 big_last_bytes=0 grant0=64 grant1=4 "
-               "block_layers=2 block_rows=1")
+               "block_layers=2 block_rows=1 rank1_max_msg=0 rank1_window=0")
 
 
 def _run_script(drivers, protocol: str, tmp_path: Path, script: str
@@ -256,6 +268,8 @@ def _run_script(drivers, protocol: str, tmp_path: Path, script: str
      "line 2: window: expected an unsigned 64-bit integer, found '-2'"),
     ("verbspec-replay gate\n" + GATE_CONFIG.replace("window=2", "window=0") + "\n",
      "line 2: the engine refuses the configuration of rank 0"),
+    ("verbspec-replay gate\n" + GATE_CONFIG.replace("rank1_max_msg=0", "rank1_max_msg=100")
+     + "\n", "line 2: the engine refuses the configuration of rank 1"),
     ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 setup warp 0\n",
      "line 3: unknown call 'warp'"),
     ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 setup setup 2\n",

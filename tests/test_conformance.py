@@ -21,6 +21,7 @@ from verbspec.refimpl.conformance import (
     LOSS_CONFIGS,
     PATH_CONFIGS,
     PATH_DEPTH,
+    PER_RANK_CONFIGS,
     POST_FAILURE_CONFIGS,
     GateHarness,
     conform,
@@ -330,11 +331,12 @@ CAUGHT = {"no-barrier": ("arm_post", 3, 1), "tag-every-chunk": ("arm_post", 3, 2
           "depth-mismatch": ("big_header_write", 3, 3),
           "drain-without-rendezvous": ("call_big", 18, 3),
           "untagged-in-big-window": ("reap", 17, 6),
-          "block-drain-without-rendezvous": ("call_block", 2, 9)}
+          "block-drain-without-rendezvous": ("call_block", 2, 9),
+          "unexchanged-config": ("setup", 1, 17)}
 FAST = ("no-barrier", "tag-every-chunk", "signal-last-only")
 # the configurations conform_every_edge sweeps, in its order
 SWEPT = [(v, f) for v, w, f in SWEEP_CONFIGS if not w] + list(
-    LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS)
+    LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS + PER_RANK_CONFIGS)
 
 
 def test_every_variant_has_an_engine():

@@ -45,7 +45,7 @@ DS4_FUNCTIONS = frozenset({"tp_wc_status_str", "tp_rdma_register_and_exchange",
                            "ds4_tp_big_gate_exchange", "ds4_tp_batch_block_begin",
                            "tp_rdma_block_post_layer", "tp_rdma_block_gate_exchange",
                            "tp_rdma_post_gate_recv",
-                           "ds4_tp_batch_block_end"})
+                           "ds4_tp_batch_block_end", "tp_hello_exchange"})
 
 _PRINTF = re.compile(r"(%[-+ #0]*[0-9]*(?:\.[0-9]+)?(?:hh|h|ll|l|z|j|t)?[diuxXs%])")
 
@@ -265,6 +265,9 @@ SCENARIOS: dict[str, Scenario] = {
                                      ("post_fail", 0, posted)) for posted in (0, 30)] + [
         error_of(build(FAILS), *ARMED, *GATE_1[:11], ("post_fail", 0, 0))],
     "POST_SEND": lambda g: [error_of(build(FAILS), *ARMED, ("post_fail", 0, 0))],
+    # rank 1 built with another window, or another message cap
+    "HELLO_MISMATCH": lambda g: [error_of(build(apart), ("setup", 0)) for apart in (
+        {"rank1_window": 8}, {"rank1_max_msg": 32768})],
     "CQ_POLL": lambda g: [error_of(build(FAILS), *ARMED, ("gate_send", 0), ("poll_fail", 0)),
                           error_of(build({**BLOCKS, **FAILS}), *BLOCK_WAITING,
                                    ("poll_fail", 0))],
@@ -315,6 +318,8 @@ EXPECTED = {
     "BLOCK_EMPTY": ["rdma verify-block receive of 0 bytes"],
     "BLOCK_TIMEOUT": ["timeout waiting verify-block gate layer 0 (0/1 rows)"],
     "BLOCK_END_TIMEOUT": ["verify-block end: 1/1 rows received, 2 sends pending"],
+    "HELLO_MISMATCH": ["verbspec safety rule: tp hello: peer's receive window 8 != 16",
+                       "verbspec safety rule: tp hello: peer's message cap 32768 != 16384"],
     "POST_RECV": [f"rdma post_recv(seq {seq}): Cannot allocate memory" for seq in (1, 16, 17)],
     "BIG_POST_RECV": ["big gate post_recv(0 of 1): Cannot allocate memory"],
     "BIG_POST_SEND": ["big gate post_send(1): Cannot allocate memory"],

@@ -43,6 +43,9 @@ ONE_FAULT = {"untagged-in-big-window": ("watermark_sound", 17)}
 # variant -> (invariant, shortest trace length): acts only on a verify block (verify_blocks=1),
 # found by the fault-free phase
 WITH_BLOCKS = {"block-drain-without-rendezvous": ("watermark_sound", 30)}
+# variant -> (parameter, invariant, shortest trace length): acts only when rank 1 is built
+# apart, found by the first, exhaustive phase
+PER_RANK = {"unexchanged-config": ("rank1_max_msg=24576", "chunk_alignment", 12)}
 
 
 def bmc(capsys, *args: str) -> tuple[int, dict]:
@@ -51,8 +54,27 @@ def bmc(capsys, *args: str) -> tuple[int, dict]:
 
 
 def test_every_variant_is_accounted_for():
-    assert (set(SHORTEST) | set(WALKED) | set(ONE_FAULT) | set(WITH_BLOCKS)
+    assert (set(SHORTEST) | set(WALKED) | set(ONE_FAULT) | set(WITH_BLOCKS) | set(PER_RANK)
             == {v.name for v in VARIANTS})
+
+
+@pytest.mark.parametrize("variant", list(PER_RANK))
+def test_bmc_refutes_a_variant_of_ranks_built_apart(variant, tmp_path, capsys):
+    param, invariant, length = PER_RANK[variant]
+    # without the variant the ranks' hellos refuse each other: every invariant holds
+    code, out = bmc(capsys, "--param", param)
+    assert code == 0, out
+    code, out = bmc(capsys, "--variant", variant, "--param", param,
+                    "--trace-dir", str(tmp_path))
+    assert code == 1
+    (bad,) = [r for r in out["results"] if r["verdict"] == "violated"]
+    assert bad["invariant"] == invariant
+    assert bad["bound"].startswith(f"trace of {length} steps, a shortest run: no run of "
+                                   f"<= {length - 1} steps")
+    meta, moves = read_moves(bad["trace"])
+    assert len(moves) == length and meta["params"]["rank1_max_msg"] == 24576
+    assert main(["replay", bad["trace"]]) == 1
+    assert f"replayed {length} steps: {invariant} violated" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("variant", list(WITH_BLOCKS))

@@ -23,9 +23,11 @@ BREAKS = {
     "drain-without-rendezvous": {"no_silent_drop", "no_deadlock", "watermark_sound"},
     "untagged-in-big-window": {"watermark_sound"},
     "block-drain-without-rendezvous": {"no_silent_drop", "no_deadlock", "watermark_sound"},
+    "unexchanged-config": {"chunk_alignment", "no_silent_drop"},
 }
 # what a variant needs beyond the defaults to act at all
-NEEDS = {"block-drain-without-rendezvous": ("--param", "verify_blocks=1")}
+NEEDS = {"block-drain-without-rendezvous": ("--param", "verify_blocks=1"),
+         "unexchanged-config": ("--param", "rank1_max_msg=24576")}
 
 
 def check(capsys, *args: str) -> tuple[int, dict]:
@@ -95,6 +97,9 @@ def test_unsafe_parameters_are_violations_not_input_errors(params, invariant, tm
 
 @pytest.mark.parametrize(("param", "message"), [
     ("vec_bytes=40000", "gate vector 40000 bytes exceeds twice the driver's 16384 message limit"),
+    # rank 1's own message cap is held to the vector as rank 0's is
+    ("rank1_max_msg=8192", "parameter rank1_max_msg: gate vector 24576 bytes exceeds twice the "
+                           "driver's 8192 message limit"),
     ("window=0", "parameter window: 0 is below the minimum 1"),
     ("timeout_ms=0", "parameter timeout_ms: 0 is below the minimum 1"),
     ("timeout_ms=60001", "parameter timeout_ms: 60001 is above the maximum 60000"),

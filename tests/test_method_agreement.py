@@ -57,7 +57,8 @@ LONG_DECODE = {"no-barrier", "tag-every-chunk"}
 # then a big gate): test_gate_check.py's exploration of them stays in the default suite
 SLOW_VARIANTS = {"depth-mismatch", "drain-without-rendezvous"}
 # what a variant needs beyond the defaults to act at all
-NEEDS = {"block-drain-without-rendezvous": {"verify_blocks": 1}}
+NEEDS = {"block-drain-without-rendezvous": {"verify_blocks": 1},
+         "unexchanged-config": {"rank1_max_msg": 24576}}
 
 
 @pytest.mark.parametrize(("variants", "broken"), [

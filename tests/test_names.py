@@ -106,7 +106,7 @@ def test_phase_names_are_declared_once(tree_literals):
 
 
 def test_variant_names_are_declared_once(tree_literals):
-    assert len(VARIANT_NAMES) == 18
+    assert len(VARIANT_NAMES) == 19
     assert retyped(tree_literals, VARIANT_NAMES, True) == {}
 
 

@@ -26,19 +26,27 @@ from verbspec.refimpl.cli import main
 from verbspec.refimpl.conformance import (
     BLOCK_CONFIGS,
     LOSS_CONFIGS,
+    PER_RANK_CONFIGS,
     POST_FAILURE_CONFIGS,
     GateHarness,
     conform,
     conform_every_edge,
     resolve,
 )
-from verbspec.refimpl.gate_engine import Completion, Emitted, EngineError, GateEngine
+from verbspec.refimpl.gate_engine import (
+    CALL,
+    DEAD,
+    Completion,
+    Emitted,
+    EngineError,
+    GateEngine,
+)
 from verbspec.refimpl.native_gate import BUFS, NOT_BUILT, PHASES, NativeGateEngine, factory
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import ARM_POST, IDLE
 from verbspec.spec.gate.system import build
-from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_WARM, TcpItem
+from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_WARM, Hello, TcpItem
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "native" / "gate_engine.c"
@@ -121,7 +129,7 @@ def test_every_edge_of_the_sweep_conforms(gate_lib):
     assert rep.mismatch is None, str(rep.mismatch)
     base = [c for c in CONFIGS if not c[1]]
     assert rep.sweep["configs"] == len(base) + len(LOSS_CONFIGS) + len(BLOCK_CONFIGS) + len(
-        POST_FAILURE_CONFIGS)
+        POST_FAILURE_CONFIGS) + len(PER_RANK_CONFIGS)
     assert rep.sweep["edges"] > 400_000
     assert "lose" in rep.actions
 
@@ -244,6 +252,22 @@ DRAINED = [*TO_DRAIN, lambda e: e.completions((Completion("recv", 0, 0, 0),) * 4
            lambda e: e.completions((Completion("send", 1, 0, 0),) * 2), lambda e: e.advance(),
            lambda e: e.advance(), lambda e: e.advance(), lambda e: e.advance()]
 IN_XFER = [*DRAINED, lambda e: e.tcp_read(TcpItem("byte", 1)), lambda e: e.advance()]
+
+
+@pytest.mark.parametrize("peer,text", [
+    (Hello(CFG.window + 1, CFG.max_msg), f"receive window {CFG.window + 1} != {CFG.window}"),
+    (Hello(CFG.window, CFG.max_msg * 2), f"message cap {CFG.max_msg * 2} != {CFG.max_msg}"),
+    (CFG.hello, None),
+])
+def test_the_hello_refuses_a_peer_built_apart(gate_lib, peer, text):
+    # setup reads the peer's hello; a refused one fails the rank, and no later call is taken
+    trail = twins(gate_lib, [lambda e: e.setup(peer), lambda e: e.call_gate(0, 0, 1)])
+    (first, step), (second, _) = trail
+    if text is None:
+        assert first[0] == "ok" and not first[1].result and step == CALL and second[0] == "ok"
+    else:
+        assert first[1].result == f"verbspec safety rule: tp hello: peer's {text}"
+        assert step == DEAD and second[0] == "refused"
 
 
 @pytest.mark.parametrize("steps", [

@@ -3,6 +3,9 @@
  *
  *   gate_replay SCRIPT      (SCRIPT "-": standard input)
  *
+ * The config line names both ranks' parameters; rank1_max_msg and rank1_window (0: rank
+ * 0's) are rank 1's own, and setup hands each rank its peer's window and message cap.
+ *
  * Calls, each naming its rank R first:
  *   setup R | call_gate R LAYER GATE SEQ | call_big R CHUNKS | call_block R | consume R
  *   advance R
@@ -37,13 +40,15 @@
 static const char *const CONFIG_NAMES[] = {
     "vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start", "slot_step",
     "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max", "staging_bytes",
-    "big_last_bytes", "grant0", "grant1", "block_layers", "block_rows",
+    "big_last_bytes", "grant0", "grant1", "block_layers", "block_rows", "rank1_max_msg",
+    "rank1_window",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
 static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "blk", "bout"};
 
 typedef struct {
     vs_gate *rank[2];
+    vs_gate_config cfg[2];      /* each rank's own: rank 1's cap and window may differ */
     vs_gate_completion *polled;
     size_t polled_cap;
     rp_fields got;
@@ -220,7 +225,9 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
     if (strcmp(name, "setup") == 0) {
         if (rp_expect_args(s, 4, 0, name) != 0)
             return -1;
-        *rc = vs_gate_setup(e);
+        /* the rank's hello reads what its peer was built with, as the harness hands it */
+        const vs_gate_config *peer = &d->cfg[1 - r];
+        *rc = vs_gate_setup_hello(e, peer->window, peer->max_msg);
     } else if (strcmp(name, "call_gate") == 0) {
         if (rp_expect_args(s, 4, 3, name) != 0 || rp_u64(s, s->tok[4], "layer", &a[0]) != 0 ||
             rp_u64(s, s->tok[5], "gate", &a[1]) != 0 || rp_u64(s, s->tok[6], "seq", &a[2]) != 0)
@@ -346,9 +353,14 @@ static int run(driver *d, rp_script *s, size_t *steps)
         .staging_bytes = v[12], .big_last_bytes = v[13], .block_layers = v[16],
         .block_rows = v[17],
     };
+    d->cfg[0] = d->cfg[1] = cfg;
+    if (v[18])
+        d->cfg[1].max_msg = v[18];
+    if (v[19])
+        d->cfg[1].window = v[19];
     for (int r = 0; r < 2; r++) {
         char err[VS_GATE_TEXT];
-        if (vs_gate_create(&cfg, v[14 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {
+        if (vs_gate_create(&d->cfg[r], v[14 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {
             rp_fail(s, "the engine refuses the configuration of rank %d: %s", r, err);
             return RP_MALFORMED;
         }

@@ -385,8 +385,9 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
     return {**proved, **dropped, **after}
 
 
-SCOPE = ("over UC (qp_type=uc, wire_loss=0): decode gates, drains and big gates (no verify "
-         "blocks: verify_blocks=0), with or "
+SCOPE = ("over UC (qp_type=uc, wire_loss=0) with one configuration for both ranks (no "
+         "rank1_max_msg or rank1_window of rank 1's own): decode gates, drains and big gates (no "
+         "verify blocks: verify_blocks=0), with or "
          "without faults (crashes, error and warm-up completions, timeouts, bad calls, a dead "
          "peer; no failing posts or polls: post_failures=0); the base protocol, and for "
          "decode-only workloads (big_gates=0) the variants "
@@ -400,6 +401,9 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
                                                          ("verify_blocks", 0),
                                                          ("post_failures", 0))
                if getattr(cfg, k) != want]
+    if cfg.per_rank:
+        outside += [f"{k}={getattr(cfg, k)}" for k in ("rank1_max_msg", "rank1_window")
+                    if getattr(cfg, k)]
     outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]
     if cfg.big_gates:
         outside += [f"variant {v} with big_gates=1" for v in variants if v in ENCODED_VARIANTS]

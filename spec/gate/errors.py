@@ -122,6 +122,10 @@ def _pattern(fmt: str) -> re.Pattern[str]:
 WC_STATUS = Message("wc status %d", ("status",), "tp_wc_status_str", 1274)
 
 # ----------------------------------------------------------------- logs
+# ds4's hello compares the model and the slot schedule but carries neither RECV_WINDOW nor
+# MAX_MSG, which each build has as a constant: the spec's hello compares them too
+HELLO_MISMATCH = Message("verbspec safety rule: tp hello: peer's %s %llu != %llu",
+                         ("what", "peer", "ours"), "tp_hello_exchange", 1963, SAFETY_RULE)
 CHUNKED_VECTORS = Message("rdma gate vectors ride as 2 chunked messages (%llu bytes > %u limit)",
                           ("vec_bytes", "max_msg"), "tp_rdma_register_and_exchange", 1249)
 

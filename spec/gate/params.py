@@ -9,9 +9,10 @@ per token) are accepted and left for the checkers to refute.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from verbspec.spec.gate.wire import Hello
 from verbspec.spec.params import ParamError, ParamSpec
 
 # Upper bounds, so that no value makes a check run away: the largest RDMA message (2^31 bytes);
@@ -28,6 +29,14 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_msg", int, 16384, "driver message cap; a vector rides as ceil(vec/max) chunks",
               lo=1, hi=MAX_MESSAGE),
     ParamSpec("window", int, 16, "gates of receive lookahead", lo=1, hi=MAX_QUEUE),
+    # ds4 builds MAX_MSG and RECV_WINDOW in as constants and its hello carries neither, so two
+    # builds can disagree: rank 1's own values (0: rank 0's)
+    ParamSpec("rank1_max_msg", int, 0,
+              "rank 1's own message cap (0: max_msg); the ranks' hello compares them",
+              lo=0, hi=MAX_MESSAGE),
+    ParamSpec("rank1_window", int, 0,
+              "rank 1's own receive lookahead (0: window); the ranks' hello compares them",
+              lo=0, hi=MAX_QUEUE),
     ParamSpec("gates_per_token", int, 86, "gates per token (0: cycle through n_slots)", lo=0,
               hi=MAX_SLOTS),
     ParamSpec("n_slots", int, 86, "slots in the registered slab", lo=1, hi=MAX_SLOTS),
@@ -97,6 +106,8 @@ class GateConfig:
     vec_bytes: int
     max_msg: int
     window: int
+    rank1_max_msg: int
+    rank1_window: int
     gates_per_token: int
     n_slots: int
     slot_start: int
@@ -122,6 +133,23 @@ class GateConfig:
     verify_blocks: int
     block_layers: int
     block_rows: int
+
+    def of_rank(self, r: int) -> GateConfig:
+        """Rank ``r``'s own configuration: rank 1's message cap and window where set."""
+        if r == 0 or not (self.rank1_max_msg or self.rank1_window):
+            return replace(self, rank1_max_msg=0, rank1_window=0)
+        return replace(self, max_msg=self.rank1_max_msg or self.max_msg,
+                       window=self.rank1_window or self.window, rank1_max_msg=0, rank1_window=0)
+
+    @property
+    def per_rank(self) -> bool:
+        """Whether the ranks' own configurations differ."""
+        return self.of_rank(0) != self.of_rank(1)
+
+    @property
+    def hello(self) -> Hello:
+        """What this configuration's rank tells its peer in the hello."""
+        return Hello(self.window, self.max_msg)
 
     @property
     def warm_leftovers(self) -> int:
@@ -175,12 +203,14 @@ def _nth_set_bit(mask: int, n: int) -> int:
 def make_config(values: Mapping[str, Any]) -> GateConfig:
     """Build a GateConfig from typed values, refusing what the protocol refuses."""
     cfg = GateConfig(**values)
-    if cfg.vec_bytes > 2 * cfg.max_msg:
-        raise ParamError(f"parameter vec_bytes: gate vector {cfg.vec_bytes} bytes exceeds twice "
-                         f"the driver's {cfg.max_msg} message limit")
-    if cfg.big_last_bytes > cfg.max_msg:
-        raise ParamError(f"parameter big_last_bytes: {cfg.big_last_bytes} is above max_msg "
-                         f"{cfg.max_msg}: a big gate's last chunk is at most one message")
+    for r, name, cap in ((0, "vec_bytes", "max_msg"), (1, "rank1_max_msg", "rank1_max_msg")):
+        own = cfg.of_rank(r).max_msg
+        if cfg.vec_bytes > 2 * own:
+            raise ParamError(f"parameter {name}: gate vector {cfg.vec_bytes} bytes exceeds twice "
+                             f"the driver's {own} message limit")
+        if cfg.big_last_bytes > own:
+            raise ParamError(f"parameter big_last_bytes: {cfg.big_last_bytes} is above {cap} "
+                             f"{own}: a big gate's last chunk is at most one message")
     if cfg.slot_mask:
         if cfg.slot_mask.bit_count() != cfg.gates_per_token:
             raise ParamError(f"parameter slot_mask: popcount {cfg.slot_mask.bit_count()} is not "

@@ -76,9 +76,18 @@ from verbspec.spec.gate.variants import (
     STRAY_SEND_COMPLETION,
     STRAY_WARM_RECEIVE,
     TAG_EVERY_CHUNK,
+    UNEXCHANGED_CONFIG,
     UNTAGGED_IN_BIG_WINDOW,
 )
-from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_MASK, TAG_WARM, Payload, TcpItem
+from verbspec.spec.gate.wire import (
+    TAG_BLOCK,
+    TAG_BULK,
+    TAG_MASK,
+    TAG_WARM,
+    Hello,
+    Payload,
+    TcpItem,
+)
 from verbspec.spec.lts import Action
 from verbspec.spec.values import evolve, set_item
 
@@ -99,6 +108,15 @@ def poll_batch(cfg: GateConfig, phase: str) -> int:
     return BIG_POLL_BATCH if phase == BIG_XFER else POLL_BATCH
 
 
+def hello_mismatch(ours: Hello, peer: Hello) -> tuple[str, int, int] | None:
+    """The first value of the hello in which the peer differs: (what, the peer's, ours)."""
+    if peer.window != ours.window:
+        return "receive window", peer.window, ours.window
+    if peer.max_msg != ours.max_msg:
+        return "message cap", peer.max_msg, ours.max_msg
+    return None
+
+
 class GateSpec:
     """The gate protocol for one configuration and set of variants."""
 
@@ -106,7 +124,9 @@ class GateSpec:
         self.cfg = cfg
         self.v = variants
         c = cfg
-        self.chunks = c.chunks
+        # each rank's own configuration (they differ only where rank 1's is set apart)
+        self.cfgs = (c.of_rank(0), c.of_rank(1))
+        self.rank_chunks = (self.cfgs[0].chunks, self.cfgs[1].chunks)
         # ds4 never negotiates depths; the depth-mismatch variant grants rank 1 a 64-deep queue
         self.rq_grant = (c.rq_depth, min(c.rq_depth, c.chain_max)
                          if DEPTH_MISMATCH.on(variants) else c.rq_depth)
@@ -151,10 +171,14 @@ class GateSpec:
     def _faulted(self, s: GateState) -> GateState:
         return s if s.ghost.faulted else evolve(s, ghost=evolve(s.ghost, faulted=True))
 
-    def _wr_view(self, w: RecvWR | SendWR) -> WRView:
-        stride = self.cfg.vec_bytes if w.buf in VECTOR_BUFFERS else self.cfg.max_msg
+    def _wr_view(self, r: int, w: RecvWR | SendWR) -> WRView:
+        stride = self.cfgs[r].vec_bytes if w.buf in VECTOR_BUFFERS else self.cfgs[r].max_msg
         return WRView(w.wr_id, w.buf, w.slot * stride + w.offset, w.length,
                       getattr(w, "signaled", True))
+
+    def drain_wrs(self, r: int) -> int:
+        """The dummies rank ``r`` sends in a drain, and the receives it waits for: its window."""
+        return self.cfgs[r].window * self.rank_chunks[r]
 
     def _chain_check(self, s: GateState, r: int, n: int, what: str) -> GateState:
         if n > self.cfg.chain_max:
@@ -174,13 +198,13 @@ class GateSpec:
     def gate_recv_chain(self, r: int, seq: int) -> tuple[RecvWR, ...]:
         """Receive WRs for gate ``seq``: only the last chunk carries the seq as wr_id, so the
         watermark moves when the slot is whole (every chunk in the tag-every-chunk variant)."""
-        c, peer = self.cfg, 1 - r
-        last = self.chunks - 1
+        c, peer = self.cfgs[r], 1 - r
+        last = self.rank_chunks[r] - 1
         every = TAG_EVERY_CHUNK.on(self.v)
         return tuple(
             RecvWR(seq if (k == last or every) else 0, "in", c.slot(seq), k * c.max_msg,
                    c.chunk_len(k), Payload("gate", peer, seq, k))
-            for k in range(self.chunks))
+            for k in range(self.rank_chunks[r]))
 
     # ------------------------------------------------------------------ setup
     def en_setup(self, s: GateState) -> Iterator[tuple]:
@@ -188,10 +212,18 @@ class GateSpec:
 
     @action("rank", guard=en_setup)
     def do_setup(self, s: GateState, r: int):
+        """The rank's setup, its hello included: the spec's hello compares the receive window
+        and the message cap, which ds4's does not carry (unexchanged-config)."""
+        c = self.cfgs[r]
+        differs = hello_mismatch(c.hello, self.cfgs[1 - r].hello)
+        if differs and not UNEXCHANGED_CONFIG.on(self.v):
+            # ranks built apart are a fault of their environment, refused with a documented text
+            what, peer, ours = differs
+            return self._fail(self._faulted(s), r,
+                              errors.HELLO_MISMATCH(what=what, peer=peer, ours=ours))
         s = self._put(s, r, phase=IDLE)
-        c = self.cfg
         log = ((errors.CHUNKED_VECTORS(vec_bytes=c.vec_bytes, max_msg=c.max_msg),)
-               if self.chunks == 2 else ())
+               if self.rank_chunks[r] == 2 else ())
         return s, self._obs(s, r, log=log)
 
     # ------------------------------------------------------------------ application calls
@@ -257,15 +289,15 @@ class GateSpec:
         """Post the window's receive chains: gates seq .. seq+window-1."""
         rk = s.ranks[r]
         wrs: tuple[RecvWR, ...] = ()
-        for q in range(rk.seq, rk.seq + self.cfg.window):
+        for q in range(rk.seq, rk.seq + self.cfgs[r].window):
             wrs += self.gate_recv_chain(r, q)
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
-        s = self._chain_check(s, r, self.chunks, "receive")
+        s = self._chain_check(s, r, self.rank_chunks[r], "receive")
         if NO_BARRIER.on(self.v):
             s = self._put(s, r, window_active=True, phase=SEND)
         else:
             s = self._put(s, r, phase=ARM_BAR_SEND)
-        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_barrier_write(self, s):
         return self._phase_is(s, ARM_BAR_SEND)
@@ -302,18 +334,18 @@ class GateSpec:
     @action("rank", guard=en_gate_send)
     def do_gate_send(self, s: GateState, r: int):
         """Post the gate's send chain from its out-slot: one WR per chunk, wr_id = seq."""
-        c, rk = self.cfg, s.ranks[r]
+        c, rk = self.cfgs[r], s.ranks[r]
         last_only = SIGNAL_LAST_ONLY.on(self.v)
         wrs = tuple(
             SendWR(rk.seq, "out", c.slot(rk.seq), k * c.max_msg, c.chunk_len(k),
-                   (k == self.chunks - 1) or not last_only, Payload("gate", r, rk.seq, k))
-            for k in range(self.chunks))
-        counted = 1 if last_only else self.chunks
+                   (k == self.rank_chunks[r] - 1) or not last_only, Payload("gate", r, rk.seq, k))
+            for k in range(self.rank_chunks[r]))
+        counted = 1 if last_only else self.rank_chunks[r]
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._chain_check(s, r, len(wrs), "send")
         s = self._put(s, r, send_outstanding=rk.send_outstanding + counted, phase=WAIT,
                       sent_seq=max(rk.sent_seq, rk.seq))
-        return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, sends=tuple(self._wr_view(r, w) for w in wrs))
 
     # ------------------------------------------------------------------ completion reaping
     def en_reap(self, s: GateState):
@@ -324,7 +356,7 @@ class GateSpec:
     def do_reap(self, s: GateState, r: int):
         """Poll up to a batch of completions (16, 2*window+1 in a drain, 64 in a big-gate
         window) and account for each; any error status fails the wait."""
-        got, f = fb.poll(s.fabric, r, poll_batch(self.cfg, s.ranks[r].phase))
+        got, f = fb.poll(s.fabric, r, poll_batch(self.cfgs[r], s.ranks[r].phase))
         s = evolve(s, fabric=f)
         rk = s.ranks[r]
         polled = tuple(CQEView(c.opcode, c.wr_id, c.status, c.byte_len) for c in got)
@@ -362,7 +394,7 @@ class GateSpec:
                     rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
                     continue
                 invalid = not 0 <= idx < rk.big_win or idx in rk.big_recvd
-                want = self.cfg.big_chunk_len(rk.big_base + idx, rk.big_chunks)
+                want = self.cfgs[r].big_chunk_len(rk.big_base + idx, rk.big_chunks)
                 if untagged or invalid or c.byte_len != want:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     if untagged:
@@ -405,17 +437,17 @@ class GateSpec:
         rk = s.ranks[r]
         slot = self.cfg.slot(rk.seq)
         whole = any(h.buf == "in" and h.slot == slot and h.seq == rk.seq
-                    and len(h.chunks) == self.chunks for h in rk.held)
+                    and len(h.chunks) == self.rank_chunks[r] for h in rk.held)
         if not whole:
             s = self._ghost(s, stale=f"rank {r} passed gate {rk.seq} (recv_done {rk.recv_done}) "
                                      f"but slot {slot} does not hold that gate's whole vector")
         if rk.seq != rk.last_gate_seq + 1:
             s = self._ghost(s, order=f"rank {r} completed gate {rk.seq} after gate "
                                      f"{rk.last_gate_seq}")
-        wrs = self.gate_recv_chain(r, rk.seq + self.cfg.window)
+        wrs = self.gate_recv_chain(r, rk.seq + self.cfgs[r].window)
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
         s = self._put(s, r, last_gate_seq=rk.seq, phase=HOLD)
-        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_consume(self, s: GateState):
         return ((r,) for r in (0, 1) if s.ranks[r].phase == HOLD)
@@ -464,7 +496,7 @@ class GateSpec:
                 big=rk.big_no, chunks=rk.big_chunks, peer_chunks=item.chunks), tcp_in=(item,))
         own = self.rq_grant[r]
         depth = own if DEPTH_MISMATCH.on(self.v) else min(own, item.depth)
-        s = self._put(s, r, hdr_ok=True, big_depth=self.cfg.big_window(depth),
+        s = self._put(s, r, hdr_ok=True, big_depth=self.cfgs[r].big_window(depth),
                       phase=DRAIN_POST if rk.window_active else BIG_BEGIN)
         return s, self._obs(s, r, tcp_in=(item,))
 
@@ -479,20 +511,19 @@ class GateSpec:
         gate chunk it stands for (dummy i: chunk i mod chunks) and is read from the staging
         scratch at that chunk's offset, so a dummy that meets a shorter receive fails it with a
         length error."""
-        rk, c = s.ranks[r], self.cfg
-        n = c.window * self.chunks
-        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i % self.chunks, 0,
-                           c.chunk_len(i % self.chunks), True,
+        rk, c = s.ranks[r], self.cfgs[r]
+        n = self.drain_wrs(r)
+        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i % self.rank_chunks[r], 0,
+                           c.chunk_len(i % self.rank_chunks[r]), True,
                            Payload("dummy", r, rk.sent_seq, i)) for i in range(n))
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, send_outstanding=rk.send_outstanding + n, drain_recvs=0,
                       drain_sends=0, phase=DRAIN_WAIT)
-        return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, sends=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_drain_done(self, s: GateState):
-        n = self.cfg.window * self.chunks
         for r in (0, 1):
-            rk = s.ranks[r]
+            rk, n = s.ranks[r], self.drain_wrs(r)
             if (rk.phase == DRAIN_WAIT and rk.drain_recvs >= n and rk.drain_sends >= n
                     and rk.send_outstanding == 0):
                 yield (r,)
@@ -527,7 +558,7 @@ class GateSpec:
     @action("rank", guard=en_big_post_recv)
     def do_big_post_recv(self, s: GateState, r: int):
         """Post the next chain (at most chain_max) of the window's staging receives."""
-        c, rk = self.cfg, s.ranks[r]
+        c, rk = self.cfgs[r], s.ranks[r]
         n = min(c.chain_max, rk.big_win - rk.big_posted)
         wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0,
                            c.big_chunk_len(rk.big_base + i, rk.big_chunks),
@@ -537,7 +568,7 @@ class GateSpec:
         posted = rk.big_posted + n
         s = self._put(s, r, big_posted=posted,
                       phase=BIG_BAR_SEND if posted == rk.big_win else BIG_POST)
-        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_big_barrier_write(self, s):
         return self._phase_is(s, BIG_BAR_SEND)
@@ -575,7 +606,7 @@ class GateSpec:
     @action("rank", guard=en_big_send)
     def do_big_send(self, s: GateState, r: int):
         """Stage the next sub-batch into the staging area and post its sends."""
-        c, rk = self.cfg, s.ranks[r]
+        c, rk = self.cfgs[r], s.ranks[r]
         n = self._send_room(rk)
         idx = range(rk.big_sent, rk.big_sent + n)
         busy = {w.slot for w in s.fabric.qps[r].sq if w.buf == "stage"}
@@ -589,7 +620,7 @@ class GateSpec:
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, big_sent=rk.big_sent + n, send_outstanding=rk.send_outstanding + n)
-        return s, self._obs(s, r, sends=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, sends=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_big_window_done(self, s: GateState):
         for r in (0, 1):
@@ -619,11 +650,11 @@ class GateSpec:
     def block_recv_chain(self, r: int, layer: int) -> tuple[RecvWR, ...]:
         """A layer's receives: every row's chunks in the batch-in region, only a row's last
         chunk tagged, BLOCK | (layer*rows + row + 1), the others 0."""
-        c = self.cfg
+        c = self.cfgs[r]
         out: list[RecvWR] = []
         for row in range(layer * c.block_rows, (layer + 1) * c.block_rows):
-            for k in range(self.chunks):
-                tag = TAG_BLOCK | (row + 1) if k == self.chunks - 1 else 0
+            for k in range(self.rank_chunks[r]):
+                tag = TAG_BLOCK | (row + 1) if k == self.rank_chunks[r] - 1 else 0
                 out.append(RecvWR(tag, "blk", row, k * c.max_msg, c.chunk_len(k),
                                   Payload("block", 1 - r, row, k)))
         return tuple(out)
@@ -665,7 +696,7 @@ class GateSpec:
     def do_block_header_read(self, s: GateState, r: int):
         item, f = fb.tcp_read(s.fabric, r)
         s = evolve(s, fabric=f)
-        c = self.cfg
+        c = self.cfgs[r]
         if item.kind != "block":
             return self._fail(s, r, errors.BLOCK_HEADER_MISFRAMED(item=item.describe()),
                               tcp_in=(item,))
@@ -689,7 +720,7 @@ class GateSpec:
         """ds4 posts nothing and fails silently when a layer's receives outnumber the receive
         depth."""
         return self._fail(s, r, errors.BLOCK_RECV_DEPTH(
-            layer=layer, wrs=self.cfg.block_wrs, depth=self.rq_grant[r]))
+            layer=layer, wrs=self.cfgs[r].block_wrs, depth=self.rq_grant[r]))
 
     def en_block_post(self, s):
         return self._phase_is(s, BLOCK_POST)
@@ -698,11 +729,11 @@ class GateSpec:
     def do_block_post(self, s: GateState, r: int):
         """The decode window is drained: the block is active and layer 0's receives go up
         before the barrier."""
-        if self.cfg.block_wrs > self.rq_grant[r]:
+        if self.cfgs[r].block_wrs > self.rq_grant[r]:
             return self._block_recv_depth(s, r, 0)
         s, wrs = self._post_block_layer(s, r, 0)
         s = self._put(s, r, block_active=True, phase=BLOCK_BAR_SEND)
-        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_block_barrier_write(self, s):
         return self._phase_is(s, BLOCK_BAR_SEND)
@@ -736,7 +767,7 @@ class GateSpec:
         sends (the peer sends layer+1 only after this layer's rows reached it), then every
         row's chunks from the batch-out region, all BLOCK | 1, signaled and counted in
         send_outstanding; more than half the receive depth or the send depth fails silently."""
-        c, rk = self.cfg, s.ranks[r]
+        c, rk = self.cfgs[r], s.ranks[r]
         layer = rk.block_layer
         recvs: tuple[RecvWR, ...] = ()
         if layer + 1 < c.block_layers:
@@ -747,16 +778,16 @@ class GateSpec:
         if n > self.rq_grant[r] // 2 or n > c.sq_depth:
             return self._fail(s, r, errors.BLOCK_SEND_DEPTH(
                 layer=layer, wrs=n, half=self.rq_grant[r] // 2, sq_depth=c.sq_depth),
-                recvs=tuple(self._wr_view(w) for w in recvs))
+                recvs=tuple(self._wr_view(r, w) for w in recvs))
         wrs = tuple(SendWR(TAG_BLOCK | 1, "bout", row, k * c.max_msg, c.chunk_len(k), True,
                            Payload("block", r, row, k))
                     for row in range(layer * c.block_rows, (layer + 1) * c.block_rows)
-                    for k in range(self.chunks))
+                    for k in range(self.rank_chunks[r]))
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._chain_check(s, r, len(wrs), "send")
         s = self._put(s, r, send_outstanding=s.ranks[r].send_outstanding + n, phase=BLOCK_WAIT)
-        return s, self._obs(s, r, recvs=tuple(self._wr_view(w) for w in recvs),
-                            sends=tuple(self._wr_view(w) for w in wrs))
+        return s, self._obs(s, r, recvs=tuple(self._wr_view(r, w) for w in recvs),
+                            sends=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_block_gate_done(self, s: GateState):
         rows = self.cfg.block_rows
@@ -768,8 +799,8 @@ class GateSpec:
     def do_block_gate_done(self, s: GateState, r: int):
         """The layer's rows arrived (as counted): the application reads them and calls the
         next layer's batch gate, or the block's end."""
-        c, rk = self.cfg, s.ranks[r]
-        whole = {h.slot for h in rk.held if h.buf == "blk" and len(h.chunks) == self.chunks}
+        c, rk = self.cfgs[r], s.ranks[r]
+        whole = {h.slot for h in rk.held if h.buf == "blk" and len(h.chunks) == self.rank_chunks[r]}
         first = (rk.block_layer + 1) * c.block_rows
         missing = [row for row in range(first) if row not in whole]
         if missing:
@@ -808,7 +839,7 @@ class GateSpec:
     def do_transmit(self, s: GateState, r: int):
         wr = s.fabric.qps[r].sq[0]
         s = evolve(s, fabric=fb.transmit(s.fabric, r, self.cfg.cq_depth))
-        return s, self._obs(s, r, sends=(self._wr_view(wr),))
+        return s, self._obs(s, r, sends=(self._wr_view(r, wr),))
 
     def en_deliver(self, s: GateState):
         return ((r,) for r in (0, 1) if s.fabric.wire[r])
@@ -825,16 +856,22 @@ class GateSpec:
             s = self._ghost(s, drops=f"{_payload(got)} from rank {src} found no receive posted "
                                      f"at rank {dst}: UC dropped it, the sender completed")
         elif d.outcome == "landed" and d.wr is not None:
-            s = self._land(s, dst, d.wr, got)
+            s = self._land(s, dst, d.wr, got, d.msg.length)
         return s, self._obs(s, dst, log=(f"deliver: {d.outcome}",))
 
-    def _land(self, s: GateState, r: int, wr: RecvWR, got: Payload) -> GateState:
+    def _land(self, s: GateState, r: int, wr: RecvWR, got: Payload, length: int
+              ) -> GateState:
         want = wr.want
         aligned = got == want or (want.kind == "gate" and got.kind == "dummy"
                                   and got.seq < want.seq)
         if not aligned:
             return self._ghost(s, misaligned=f"{_payload(got)} landed in rank {r}'s receive for "
                                              f"{_payload(want)}")
+        if got.kind != "dummy" and length != wr.length:
+            # the ranks chunk by different message caps: the same chunk is another byte range
+            return self._ghost(s, misaligned=f"{_payload(got)} ({length} bytes) landed in rank "
+                                             f"{r}'s receive for {_payload(want)} "
+                                             f"({wr.length} bytes)")
         rk = s.ranks[r]
         holder = next((h for h in rk.held if h.buf == wr.buf and h.slot == wr.slot), None)
         seq = want.seq
@@ -850,7 +887,7 @@ class GateSpec:
         held = tuple(h for h in rk.held if h is not holder) + (
             Held(wr.buf, wr.slot, seq, chunks),)
         arrived = rk.arrived
-        if got.kind == "gate" and len(chunks) == self.chunks:
+        if got.kind == "gate" and len(chunks) == self.rank_chunks[r]:
             arrived = max(arrived, seq)
         return self._put(s, r, held=held, arrived=arrived)
 
@@ -951,12 +988,12 @@ class GateSpec:
         if waiting and (self.cfg.faults or not self.can_progress(s)):
             yield from ((r,) for r in waiting)
 
-    def timed_out(self, rk: Rank) -> str:
+    def timed_out(self, r: int, rk: Rank) -> str:
         """The text of a wait that timed out, with ds4's counts at that point."""
         if rk.phase == WAIT:
             return errors.GATE_TIMEOUT(seq=rk.seq, recv_done=rk.recv_done)
         if rk.phase == DRAIN_WAIT:
-            return errors.DRAIN_TIMEOUT(recvs=rk.drain_recvs, want=self.cfg.window * self.chunks)
+            return errors.DRAIN_TIMEOUT(recvs=rk.drain_recvs, want=self.drain_wrs(r))
         if rk.phase == ARM_BAR_READ:
             return errors.WINDOW_BARRIER_TIMEOUT()
         if rk.phase == BIG_HDR_READ:
@@ -980,7 +1017,7 @@ class GateSpec:
     @action("rank", guard=en_timeout, fault=True)
     def do_timeout(self, s: GateState, r: int):
         s = self._faulted(s)
-        return self._fail(s, r, self.timed_out(s.ranks[r]))
+        return self._fail(s, r, self.timed_out(r, s.ranks[r]))
 
     # ------------------------------------------------------------------ post and poll failures
     def post_calls(self, s: GateState, r: int) -> tuple[int, ...]:
@@ -989,10 +1026,10 @@ class GateSpec:
         gate's or the last gate's may fail; the gates before stay posted), a verify-block gate
         its next layer's receives, then its sends; every other posting step one chain, which
         fails whole (at its first WR, as a full queue refuses it)."""
-        c, rk = self.cfg, s.ranks[r]
+        c, rk = self.cfgs[r], s.ranks[r]
         ph = rk.phase
         if ph == ARM_POST:
-            return tuple(sorted({0, (c.window - 1) * self.chunks}))
+            return tuple(sorted({0, (c.window - 1) * self.rank_chunks[r]}))
         if ph in (SEND, DRAIN_POST, BIG_POST) or (ph == WAIT and rk.recv_done >= rk.seq):
             return (0,)
         if ph == BIG_XFER:
@@ -1018,17 +1055,17 @@ class GateSpec:
         """ibv_post_recv or ibv_post_send refuses the step's post call once ``posted`` work
         requests of the step are up: they stay posted, and the rank fails with ds4's text for
         that call (nothing else of the step happens)."""
-        c, rk = self.cfg, s.ranks[r]
+        c, rk = self.cfgs[r], s.ranks[r]
         s = self._faulted(s)
         reason = errors.POST_ERRNO
         if rk.phase == ARM_POST:
             wrs: tuple[RecvWR, ...] = ()
-            for q in range(rk.seq, rk.seq + posted // self.chunks):
+            for q in range(rk.seq, rk.seq + posted // self.rank_chunks[r]):
                 wrs += self.gate_recv_chain(r, q)
             s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
-            return self._fail(s, r, errors.POST_RECV(seq=rk.seq + posted // self.chunks,
+            return self._fail(s, r, errors.POST_RECV(seq=rk.seq + posted // self.rank_chunks[r],
                                                      reason=reason),
-                              recvs=tuple(self._wr_view(w) for w in wrs))
+                              recvs=tuple(self._wr_view(r, w) for w in wrs))
         if rk.phase == SEND:
             return self._fail(s, r, errors.POST_SEND(reason=reason))
         if rk.phase == WAIT:
@@ -1049,7 +1086,7 @@ class GateSpec:
         if rk.block_layer + 1 < c.block_layers:
             s, recvs = self._post_block_layer(s, r, rk.block_layer + 1)
         return self._fail(s, r, errors.BLOCK_POST_SEND(layer=rk.block_layer, reason=reason),
-                          recvs=tuple(self._wr_view(w) for w in recvs))
+                          recvs=tuple(self._wr_view(r, w) for w in recvs))
 
     def en_poll_fail(self, s: GateState):
         if self.cfg.faults and self.cfg.post_failures:
@@ -1058,7 +1095,7 @@ class GateSpec:
     @action("rank", guard=en_poll_fail, fault=True)
     def do_poll_fail(self, s: GateState, r: int):
         """ibv_poll_cq returns an error: the wait ends, silently but in a big-gate window."""
-        rk, c = s.ranks[r], self.cfg
+        rk, c = s.ranks[r], self.cfgs[r]
         s = self._faulted(s)
         if rk.phase == DRAIN_WAIT:
             return self._fail(s, r, errors.DRAIN_POLL())

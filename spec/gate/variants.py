@@ -73,6 +73,14 @@ BLOCK_DRAIN_WITHOUT_RENDEZVOUS = Variant(
     "peer reaps it as a gate arrival, raising recv_done past what landed) and the peer's "
     "drain waits for a receive that never comes")
 
+UNEXCHANGED_CONFIG = Variant(
+    "unexchanged-config",
+    "the ranks' hello carries neither the receive window nor the message cap, so ranks "
+    "built with different values start without a word",
+    "chunk_alignment: with different message caps a chunk lands in a receive of another "
+    "length; no_silent_drop: with different windows a drain sends more dummies than its "
+    "peer has receives posted, and UC drops the rest")
+
 VARIANTS: tuple[Variant, ...] = (
     NO_BARRIER,
     TAG_EVERY_CHUNK,
@@ -84,6 +92,7 @@ VARIANTS: tuple[Variant, ...] = (
     DRAIN_WITHOUT_RENDEZVOUS,
     UNTAGGED_IN_BIG_WINDOW,
     BLOCK_DRAIN_WITHOUT_RENDEZVOUS,
+    UNEXCHANGED_CONFIG,
 )
 
 DS4_V14 = Profile(
@@ -103,6 +112,8 @@ DS4_V14 = Profile(
          "traffic"),
         (BLOCK_DRAIN_WITHOUT_RENDEZVOUS.name,
          "ds4_tp_batch_block_begin, ds4_tp.c 2192: the drain with no exchange before it"),
+        (UNEXCHANGED_CONFIG.name,
+         "tp_hello_exchange, ds4_tp.c 1963: the hello compares no MAX_MSG or RECV_WINDOW"),
     ),
     # ds4's CQ has 512 entries (ds4_tp.c 945, 1114), three fewer than the spec's default;
     # its warm-up over UC posts a send in each of up to 20 attempts and may leave all their

@@ -27,6 +27,15 @@ class Payload:
 
 
 @dataclass(frozen=True)
+class Hello:
+    """The gate protocol's share of the ranks' hello: the values both ranks must agree on that
+    ds4 builds in as constants (and so never exchanges)."""
+
+    window: int         # gates of receive lookahead (ds4's RECV_WINDOW)
+    max_msg: int        # the message cap a vector is chunked by (ds4's MAX_MSG)
+
+
+@dataclass(frozen=True)
 class TcpItem:
     """One write on the TCP side channel: a barrier byte, a big-gate header or a verify-block
     header."""
