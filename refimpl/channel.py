@@ -37,11 +37,13 @@ from verbspec.refimpl.side_channel import BYTE, HEADER_KIND, SideChannelTimeout
 from verbspec.refimpl.sim_device import DeviceError, Regions
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import BIG_HDR_READ, BIG_XFER, DRAIN_WAIT
-from verbspec.spec.gate.wire import TAG_MASK, TcpItem
+from verbspec.spec.gate.wire import TAG_MASK, Hello, TcpItem
 from verbspec.spec.params import ParamError, check_values
 
 TRAILER = struct.Struct("<QII")     # seq (or big-gate number, chunk index), CRC-32, magic
 GATE_MAGIC, BIG_MAGIC = 0x54475356, 0x42475356      # "VSGT", "VSGB"
+HELLO = struct.Struct("<III")       # magic, receive window, message cap
+HELLO_MAGIC = 0x48475356            # "VSGH"
 TIMEOUT_ENV = "VERBSPEC_GATE_TIMEOUT_MS"
 PROFILE_ENV = "VERBSPEC_GATE_PROFILE"   # post and peer-wait means, gates 0 and 1
 TRACE_ENV = "VERBSPEC_GATE_TRACE"       # every gate's layer, gate, seq and slot
@@ -65,6 +67,8 @@ class Device(Protocol):
 class Side(Protocol):
     def write(self, item: TcpItem) -> None: ...
     def read(self, kind: str) -> TcpItem | None: ...
+    def write_bytes(self, data: bytes) -> None: ...
+    def read_bytes(self, n: int) -> bytes | None: ...
     def peer_closed(self) -> bool: ...
 
 
@@ -154,9 +158,27 @@ class GateChannel:
         self.log = self.log or sys.stderr
         self._profile = [[0.0, 0.0, 0], [0.0, 0.0, 0]] if os.environ.get(PROFILE_ENV) else None
         self._trace = bool(os.environ.get(TRACE_ENV))
+        # the hello is the connection's, as the queue pair's address is: not a traced item
+        peer = self._hello()
         if self.trace is not None:
             self.device, self.side = self.trace.device(self.device), self.trace.side(self.side)
-        self._apply(self.engine.setup())
+        self._apply(self.engine.setup(peer))
+
+    def _hello(self) -> Hello:
+        """This rank's receive window and message cap for the peer's; the peer's (the engine
+        compares them at setup)."""
+        c = self.cfg
+        try:
+            self.side.write_bytes(HELLO.pack(HELLO_MAGIC, c.window, c.max_msg))
+            got = self.side.read_bytes(HELLO.size)
+        except (SideChannelTimeout, OSError) as e:
+            self._fail(f"hello: {e}")
+        if got is None:
+            self._fail("hello: the peer closed the side channel")
+        magic, window, max_msg = HELLO.unpack(got)
+        if magic != HELLO_MAGIC:
+            self._fail(f"hello: not a gate channel's hello (magic {magic:#x})")
+        return Hello(window, max_msg)
 
     @property
     def vector_bytes(self) -> int:

@@ -116,7 +116,9 @@ def open_link(pair: Pair, rank: int, regions: Regions, *, timeout_s: float,
 def open_channel(pair: Pair, rank: int, cfg: GateConfig, engine: str,
                  variant: str = "") -> GateChannel:
     """Set up rank ``rank``'s channel over the pair (in the rank's own process). ``variant``:
-    the reference engine behaving as that spec variant (tests and demonstrations only)."""
+    the reference engine behaving as that spec variant (tests and demonstrations only). The
+    channel runs the rank's own configuration (``GateConfig.of_rank``)."""
+    cfg = cfg.of_rank(rank)
     used = engines.resolved(engine)
     device, side = open_link(pair, rank, regions_for(cfg), timeout_s=cfg.timeout_ms / 1000,
                              qp_type=UC, cq_depth=cfg.cq_depth, max_msg=cfg.max_msg,

@@ -171,6 +171,20 @@ def test_a_peer_that_drops_its_channel_is_seen_within_the_timeout(engine):
     assert time.monotonic() - t < 10
 
 
+@pytest.mark.parametrize("apart, what, ours", [({"rank1_window": 8}, "receive window", 4),
+                                              ({"rank1_max_msg": 32768}, "message cap", 16384)])
+def test_ranks_built_apart_refuse_each_other_at_the_hello(engine, apart, what, ours):
+    # each rank runs its own configuration; the hellos cross before any gate
+    cfg = gate_config({"window": 4, "big_depth": 8, "staging_bytes": 8 * 32768,
+                       "timeout_ms": 300, **apart})
+    out = run_ranks(cfg, lambda ch, r, a: gates(ch, r, 1, 2), (None, None), engine=engine,
+                    timeout_s=30)
+    (theirs,) = apart.values()
+    for o, (peer, mine) in zip(out, ((theirs, ours), (ours, theirs)), strict=True):
+        assert o.error.endswith(f".GateError: verbspec safety rule: tp hello: peer's {what} "
+                                f"{peer} != {mine}"), o
+
+
 def overflow(ch: GateChannel, rank: int) -> None:
     gates(ch, rank, 1, 2)
     if rank == 0:

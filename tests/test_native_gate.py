@@ -260,9 +260,12 @@ IN_XFER = [*DRAINED, lambda e: e.tcp_read(TcpItem("byte", 1)), lambda e: e.advan
     (CFG.hello, None),
 ])
 def test_the_hello_refuses_a_peer_built_apart(gate_lib, peer, text):
-    # setup reads the peer's hello; a refused one fails the rank, and no later call is taken
-    trail = twins(gate_lib, [lambda e: e.setup(peer), lambda e: e.call_gate(0, 0, 1)])
-    (first, step), (second, _) = trail
+    # setup reads the peer's hello; a refused one fails the rank, and no later call is taken;
+    # setup again is refused either way
+    trail = twins(gate_lib, [lambda e: e.setup(peer), lambda e: e.call_gate(0, 0, 1),
+                             lambda e: e.setup(peer)])
+    (first, step), (second, _), (third, _) = trail
+    assert third[0] == "refused"
     if text is None:
         assert first[0] == "ok" and not first[1].result and step == CALL and second[0] == "ok"
     else:

@@ -67,6 +67,7 @@ typedef struct {
     /* the big gate in progress */
     int in_big, big_xfer;
     uint64_t big_no, big_base, big_win;
+    uint64_t peer_window, peer_max_msg;     /* the peer's hello, from the plan exchange */
     /* the outcome */
     uint64_t gates, big_gates, big_bytes, verified, mismatches, drops;
     double *lat_us;
@@ -378,7 +379,7 @@ static int drive(rank_t *r)
         case VS_GATE_STEP_DEAD:
             return fail(r, "%s", vs_gate_error(r->e));
         case VS_GATE_STEP_SETUP:
-            if (vs_gate_setup(r->e))
+            if (vs_gate_setup_hello(r->e, r->peer_window, r->peer_max_msg))
                 return refused(r, "setup");
             if (apply(r))
                 return -1;
@@ -608,6 +609,8 @@ static int setup(rank_t *r)
         if (get_le(in + 8 * i, 8) != mine[i])
             return fail(r, "the peer runs with %s %" PRIu64 ", this rank with %" PRIu64,
                         SETTING_NAMES[i], get_le(in + 8 * i, 8), mine[i]);
+    r->peer_max_msg = get_le(in + 8 * 2, 8);
+    r->peer_window = get_le(in + 8 * 3, 8);
     if (vq_connect(&r->dev, &remote, 0, &err))
         return fail(r, "%s", err.text);
     if (o->ep.trace) {
