@@ -205,6 +205,12 @@ def test_configurations_outside_the_model_are_inconclusive_and_say_why():
     results = induction.prove({}, ["no-barrier"])
     assert all(r.verdict == "inconclusive" for r in results)
     assert "variant no-barrier with big_gates=1" in results[0].detail
+    # the model's ranks share one configuration: rank 1 built apart is outside it, a rank 1
+    # value equal to rank 0's is not
+    results = induction.prove({**DECODE, "rank1_window": 8})
+    assert all(r.verdict == "inconclusive" for r in results)
+    assert "rank1_window=8" in results[0].detail
+    assert induction.out_of_scope(build({"rank1_max_msg": 16384}).params) is None
     # depth-mismatch only matters with big gates, where prove leaves it to proofs/gate/bound.py
     assert "variant depth-mismatch with big_gates=1" in induction.out_of_scope(
         build({}, ["depth-mismatch"]).params, ["depth-mismatch"])
