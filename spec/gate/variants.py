@@ -78,8 +78,9 @@ UNEXCHANGED_CONFIG = Variant(
     "the ranks' hello carries neither the receive window nor the message cap, so ranks "
     "built with different values start without a word",
     "chunk_alignment: with different message caps a chunk lands in a receive of another "
-    "length; no_silent_drop: with different windows a drain sends more dummies than its "
-    "peer has receives posted, and UC drops the rest")
+    "length; no_silent_drop or chunk_alignment: with different windows a drain sends more "
+    "dummies than its peer has lookahead receives, and UC drops the rest or they land in "
+    "the peer's next big-gate receives")
 
 VARIANTS: tuple[Variant, ...] = (
     NO_BARRIER,
