@@ -145,7 +145,8 @@ def _gate_script(system: Any, steps: Iterator[Step]) -> Iterator[str]:
     yield " ".join(["config", *(f"{f}={getattr(cfg, f)}" for f in GATE_CONFIG),
                     f"grant0={grants[0]}", f"grant1={grants[1]}",
                     f"rank1_max_msg={cfg.rank1_max_msg}",
-                    f"rank1_window={cfg.rank1_window}"]) + "\n"
+                    f"rank1_window={cfg.rank1_window}",
+                    f"rank1_block_rows={cfg.rank1_block_rows}"]) + "\n"
     for i, name, args, pre, _, obs in steps:
         call = gate_conf.call_of(pre, name, args, obs)
         yield _line(i, name, _gate_call(call), _gate_fields(obs, call is not None))

@@ -669,12 +669,15 @@ POST_FAILURE_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
 )
 
 # ranks built with another message cap or receive window (rank1_max_msg, rank1_window), also
-# outside the model: their hellos refuse each other at setup
+# outside the model: their hellos refuse each other at setup; and verify blocks of other rows
+# (rank1_block_rows), whose headers refuse each other
 PER_RANK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
     ({"window": 2, "vec_bytes": 24576, "rank1_max_msg": 24576, "chain_max": 2, "ops": 1,
       "big_gates": 0, "faults": 0}, 0),
     ({"window": 2, "rank1_window": 3, "vec_bytes": 100, "chain_max": 2, "ops": 1,
       "big_gates": 0, "faults": 0}, 0),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 0,
+      "verify_blocks": 1, "rank1_block_rows": 2}, 0),
 )
 
 

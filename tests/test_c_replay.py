@@ -117,6 +117,19 @@ def test_ranks_built_apart_refuse_each_other_through_the_c_driver(drivers, value
     assert all(r.steps == 2 for r in runs) and steps == 10
 
 
+def test_verify_blocks_of_other_rows_are_refused_through_the_c_driver(drivers):
+    """Rank 1's block of two rows against rank 0's of one: each block header read fails."""
+    system, runs = gate_runs({**GATE_SMALL, "ops": 1, "verify_blocks": 1, "big_gates": 0,
+                              "faults": 0, "rank1_block_rows": 2}, 10)
+    steps, mismatch = replay_runs(drivers, system, runs)
+    assert mismatch is None, mismatch
+    # where the one op is a block, the headers cross and both reads fail: no block gets to
+    # post its receives
+    blocks = [r for r in runs if r.actions["call_block"]]
+    assert blocks and all(r.actions["block_header_read"] == 2 and not r.actions["block_post"]
+                          for r in blocks), [r.actions for r in runs]
+
+
 @pytest.mark.parametrize("values", TAGMATCH_CONFIGS[:3], ids=("defaults", "no-offload",
                                                               "offload-small"))
 def test_random_tag_matching_runs_agree_through_the_c_driver(drivers, values):
@@ -247,7 +260,8 @@ def test_a_malformed_trace_file_is_refused_by_name(tmp_path, capsys):
 GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 n_slots=64 "
                "slot_start=0 slot_step=1 slot_mask=0 rq_depth=64 sq_depth=64 big_depth=16 "
                "chain_max=4 staging_bytes=1048576 big_last_bytes=0 grant0=64 grant1=4 "
-               "block_layers=2 block_rows=1 rank1_max_msg=0 rank1_window=0")
+               "block_layers=2 block_rows=1 rank1_max_msg=0 rank1_window=0 "
+               "rank1_block_rows=0")
 
 
 def _run_script(drivers, protocol: str, tmp_path: Path, script: str

@@ -316,7 +316,7 @@ def test_conform_exhaustive_covers_every_action(capsys, tmp_path):
     assert main(["conform", "--exhaustive", "--quiet", "--json",
                  "--trace-dir", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == len(SWEPT) == 18
+    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == len(SWEPT) == 19
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
     assert out["exhaustive"]["depth"] == PATH_DEPTH and out["exhaustive"]["paths"] > 10_000
     assert set(out["actions"]) == set(action_names(GateSpec))

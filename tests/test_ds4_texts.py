@@ -246,7 +246,10 @@ SCENARIOS: dict[str, Scenario] = {
                  ("timeout", 0))],
     "BLOCK_HEADER_MISFRAMED": lambda g: [_block_header(TcpItem("byte", 0xD1)),
                                          _block_header(TcpItem("header", 1, 1, 1024))],
-    "BLOCK_HEADER_MISMATCH": lambda g: [_block_header(TcpItem("block", 3, 1))],
+    # a planted header, and rank 1's own block of two rows
+    "BLOCK_HEADER_MISMATCH": lambda g: [_block_header(TcpItem("block", 3, 1)), error_of(
+        build({**BLOCKS, "rank1_block_rows": 2}), *SETUP, ("call_block", 0), ("call_block", 1),
+        ("block_header_write", 0), ("block_header_write", 1), ("block_header_read", 0))],
     # a two-chunk row: a layer is two receives
     "BLOCK_RECV_DEPTH": lambda g: [error_of(
         build({**BLOCKS, "rq_depth": 1}), *SETUP, ("call_block", 0), ("call_block", 1),
@@ -310,7 +313,9 @@ EXPECTED = {
                             f"{reason}" for reason in ("Connection reset by peer",
                                                        "Resource temporarily unavailable")],
     "BLOCK_HEADER_MISMATCH": ["verbspec safety rule: verify block of 2 layers x 1 rows vs the "
-                              "peer's 3 x 1"],
+                              "peer's 3 x 1",
+                              "verbspec safety rule: verify block of 2 layers x 1 rows vs the "
+                              "peer's 2 x 2"],
     "BLOCK_RECV_DEPTH": ["verbspec silent failure: verify-block layer 0 needs 2 receives, above "
                          "the receive depth 1"],
     "BLOCK_SEND_DEPTH": ["verbspec silent failure: verify-block layer 0 sends 2 work requests, "

@@ -3,8 +3,9 @@
  *
  *   gate_replay SCRIPT      (SCRIPT "-": standard input)
  *
- * The config line names both ranks' parameters; rank1_max_msg and rank1_window (0: rank
- * 0's) are rank 1's own, and setup hands each rank its peer's window and message cap.
+ * The config line names both ranks' parameters; rank1_max_msg, rank1_window and
+ * rank1_block_rows (0: rank 0's) are rank 1's own, and setup hands each rank its peer's
+ * window and message cap.
  *
  * Calls, each naming its rank R first:
  *   setup R | call_gate R LAYER GATE SEQ | call_big R CHUNKS | call_block R | consume R
@@ -41,14 +42,14 @@ static const char *const CONFIG_NAMES[] = {
     "vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start", "slot_step",
     "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max", "staging_bytes",
     "big_last_bytes", "grant0", "grant1", "block_layers", "block_rows", "rank1_max_msg",
-    "rank1_window",
+    "rank1_window", "rank1_block_rows",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
 static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "blk", "bout"};
 
 typedef struct {
     vs_gate *rank[2];
-    vs_gate_config cfg[2];      /* each rank's own: rank 1's cap and window may differ */
+    vs_gate_config cfg[2];      /* each rank's own: rank 1's cap, window, rows may differ */
     vs_gate_completion *polled;
     size_t polled_cap;
     rp_fields got;
@@ -358,6 +359,8 @@ static int run(driver *d, rp_script *s, size_t *steps)
         d->cfg[1].max_msg = v[18];
     if (v[19])
         d->cfg[1].window = v[19];
+    if (v[20])
+        d->cfg[1].block_rows = v[20];
     for (int r = 0; r < 2; r++) {
         char err[VS_GATE_TEXT];
         if (vs_gate_create(&d->cfg[r], v[14 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {

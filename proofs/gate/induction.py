@@ -401,7 +401,7 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
                                                          ("verify_blocks", 0),
                                                          ("post_failures", 0))
                if getattr(cfg, k) != want]
-    if cfg.per_rank:
+    if cfg.of_rank(0).hello != cfg.of_rank(1).hello:
         outside += [f"{k}={getattr(cfg, k)}" for k in ("rank1_max_msg", "rank1_window")
                     if getattr(cfg, k)]
     outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]

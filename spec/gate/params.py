@@ -96,6 +96,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               hi=MAX_SLOTS),
     ParamSpec("block_rows", int, 1, "rows of a verify block's batch gates, one vector each",
               lo=1, hi=MAX_QUEUE),
+    # a block's rows are the application's arguments on each rank, which ds4 never compares
+    ParamSpec("rank1_block_rows", int, 0,
+              "rank 1's own rows of a verify block (0: block_rows); the spec's block header "
+              "compares them", lo=0, hi=MAX_QUEUE),
 )
 
 
@@ -133,13 +137,17 @@ class GateConfig:
     verify_blocks: int
     block_layers: int
     block_rows: int
+    rank1_block_rows: int
 
     def of_rank(self, r: int) -> GateConfig:
-        """Rank ``r``'s own configuration: rank 1's message cap and window where set."""
-        if r == 0 or not (self.rank1_max_msg or self.rank1_window):
-            return replace(self, rank1_max_msg=0, rank1_window=0)
-        return replace(self, max_msg=self.rank1_max_msg or self.max_msg,
-                       window=self.rank1_window or self.window, rank1_max_msg=0, rank1_window=0)
+        """Rank ``r``'s own configuration: rank 1's message cap, window and block rows where
+        set."""
+        own = replace(self, rank1_max_msg=0, rank1_window=0, rank1_block_rows=0)
+        if r == 0:
+            return own
+        return replace(own, max_msg=self.rank1_max_msg or self.max_msg,
+                       window=self.rank1_window or self.window,
+                       block_rows=self.rank1_block_rows or self.block_rows)
 
     @property
     def per_rank(self) -> bool:

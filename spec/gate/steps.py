@@ -642,10 +642,9 @@ class GateSpec:
         return s, self._obs(s, r)
 
     # ------------------------------------------------------------------ verify block
-    @cached_property
-    def block_total(self) -> int:
-        """Rows one verify block receives: every layer's."""
-        return self.cfg.block_layers * self.cfg.block_rows
+    def block_total(self, r: int) -> int:
+        """Rows one verify block of rank ``r`` receives: every layer's."""
+        return self.cfgs[r].block_layers * self.cfgs[r].block_rows
 
     def block_recv_chain(self, r: int, layer: int) -> tuple[RecvWR, ...]:
         """A layer's receives: every row's chunks in the batch-in region, only a row's last
@@ -684,7 +683,7 @@ class GateSpec:
 
     @action("rank", guard=en_block_header_write)
     def do_block_header_write(self, s: GateState, r: int):
-        item = TcpItem("block", self.cfg.block_layers, self.cfg.block_rows)
+        item = TcpItem("block", self.cfgs[r].block_layers, self.cfgs[r].block_rows)
         s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
         s = self._put(s, r, phase=BLOCK_HDR_READ)
         return s, self._obs(s, r, tcp_out=(item,))
@@ -790,10 +789,9 @@ class GateSpec:
                             sends=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_block_gate_done(self, s: GateState):
-        rows = self.cfg.block_rows
         return ((r,) for r in (0, 1)
-                if s.ranks[r].phase == BLOCK_WAIT
-                and s.ranks[r].block_recv_done >= (s.ranks[r].block_layer + 1) * rows)
+                if s.ranks[r].phase == BLOCK_WAIT and s.ranks[r].block_recv_done
+                >= (s.ranks[r].block_layer + 1) * self.cfgs[r].block_rows)
 
     @action("rank", guard=en_block_gate_done)
     def do_block_gate_done(self, s: GateState, r: int):
@@ -816,7 +814,7 @@ class GateSpec:
     def en_block_end(self, s: GateState):
         return ((r,) for r in (0, 1)
                 if s.ranks[r].phase == BLOCK_END
-                and s.ranks[r].block_recv_done >= self.block_total
+                and s.ranks[r].block_recv_done >= self.block_total(r)
                 and s.ranks[r].send_outstanding == 0)
 
     @action("rank", guard=en_block_end)
@@ -1007,9 +1005,9 @@ class GateSpec:
             return errors.WINDOW_BARRIER_TIMEOUT()
         if rk.phase == BLOCK_WAIT:
             return errors.BLOCK_TIMEOUT(layer=rk.block_layer, rows=rk.block_recv_done,
-                                        want=(rk.block_layer + 1) * self.cfg.block_rows)
+                                        want=(rk.block_layer + 1) * self.cfgs[r].block_rows)
         if rk.phase == BLOCK_END:
-            return errors.BLOCK_END_TIMEOUT(rows=rk.block_recv_done, want=self.block_total,
+            return errors.BLOCK_END_TIMEOUT(rows=rk.block_recv_done, want=self.block_total(r),
                                             pending=rk.send_outstanding)
         return errors.BIG_TIMEOUT(recvs=len(rk.big_recvd), chunks=rk.big_win,
                                   sends=rk.big_send_done, sent=rk.big_sent)
