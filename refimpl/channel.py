@@ -165,7 +165,7 @@ class GateChannel:
         self._apply(self.engine.setup(peer))
 
     def _hello(self) -> Hello:
-        """This rank's receive window and message cap for the peer's; the peer's (the engine
+        """Send this rank's receive window and message cap, and return the peer's (the engine
         compares them at setup)."""
         c = self.cfg
         try:

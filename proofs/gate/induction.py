@@ -401,9 +401,9 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
                                                          ("verify_blocks", 0),
                                                          ("post_failures", 0))
                if getattr(cfg, k) != want]
-    if cfg.of_rank(0).hello != cfg.of_rank(1).hello:
-        outside += [f"{k}={getattr(cfg, k)}" for k in ("rank1_max_msg", "rank1_window")
-                    if getattr(cfg, k)]
+    ranks = cfg.of_rank(0), cfg.of_rank(1)
+    outside += [f"rank1_{k}={getattr(ranks[1], k)}" for k in ("max_msg", "window")
+                if getattr(ranks[0], k) != getattr(ranks[1], k)]
     outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]
     if cfg.big_gates:
         outside += [f"variant {v} with big_gates=1" for v in variants if v in ENCODED_VARIANTS]

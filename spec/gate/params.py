@@ -150,11 +150,6 @@ class GateConfig:
                        block_rows=self.rank1_block_rows or self.block_rows)
 
     @property
-    def per_rank(self) -> bool:
-        """Whether the ranks' own configurations differ."""
-        return self.of_rank(0) != self.of_rank(1)
-
-    @property
     def hello(self) -> Hello:
         """What this configuration's rank tells its peer in the hello."""
         return Hello(self.window, self.max_msg)
