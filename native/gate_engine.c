@@ -214,12 +214,13 @@ static int64_t big_send_depth(const vs_gate *e)
     return (int64_t)min_u(e->cfg.sq_depth, e->cfg.big_depth);
 }
 
-/* Sends a big-gate window of win chunks, sent of them posted, may post next with outstanding
- * sends in flight: a chain, capped by what is left and the send queue's room (<= 0: none). */
-static int64_t send_room(const vs_gate *e, uint64_t win, uint64_t sent, int64_t outstanding)
+/* Sends a big-gate window of win chunks, sent of them posted and done of those completed, may
+ * post next: a chain, capped by what is left and by keeping the window's sends in flight
+ * (sent - done) under the send depth (<= 0: none). */
+static int64_t send_room(const vs_gate *e, uint64_t win, uint64_t sent, uint64_t done)
 {
     int64_t room = (int64_t)min_u(e->cfg.chain_max, win - sent);
-    int64_t free_sq = big_send_depth(e) - outstanding;
+    int64_t free_sq = big_send_depth(e) - (int64_t)(sent - done);
     return free_sq < room ? free_sq : room;
 }
 
@@ -581,7 +582,6 @@ static int post_dummies(vs_gate *e)
 #endif
         put_send(e, tag | (i + 1), VS_GATE_BUF_STAGE, k, 0, chunk_len(e, k));
     }
-    e->send_outstanding += (int64_t)n;
     e->drain_recvs = e->drain_sends = 0;
     e->phase = VS_GATE_DRAIN_WAIT;
     return VS_GATE_OK;
@@ -652,12 +652,11 @@ static int big_barrier(vs_gate *e)
  * complete, move to the next window. */
 static int big_progress(vs_gate *e)
 {
-    int64_t room = send_room(e, e->big_win, e->big_sent, e->send_outstanding);
+    int64_t room = send_room(e, e->big_win, e->big_sent, e->big_send_done);
     if (room > 0) {
         for (uint64_t i = e->big_sent; i < e->big_sent + (uint64_t)room; i++)
             put_send(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, big_len(e, i));
         e->big_sent += (uint64_t)room;
-        e->send_outstanding += room;
         return VS_GATE_OK;
     }
     if (!(e->big_sent == e->big_win && e->big_n_recvd == e->big_win
@@ -802,7 +801,7 @@ vs_gate_step vs_gate_next_step(const vs_gate *e)
     case VS_GATE_BIG_XFER: {
         int complete = e->big_sent == e->big_win && e->big_n_recvd == e->big_win
                         && e->big_send_done >= e->big_win;
-        return send_room(e, e->big_win, e->big_sent, e->send_outstanding) > 0 || complete
+        return send_room(e, e->big_win, e->big_sent, e->big_send_done) > 0 || complete
                ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     }
     default: return VS_GATE_STEP_ADVANCE;
@@ -972,20 +971,21 @@ int vs_gate_poll_size(vs_gate *e, uint32_t *size)
     return VS_GATE_OK;
 }
 
+/* The drain and a big-gate window count their own BULK sends; any other send completion
+ * leaves send_outstanding (ds4's accounting). */
 static void send_completed(vs_gate *e, const vs_gate_completion *c)
 {
+    int bulk = (c->wr_id & VS_GATE_TAG_BULK) != 0;
+    if (bulk && e->phase == VS_GATE_DRAIN_WAIT)
+        e->drain_sends++;
+    else if (bulk && e->phase == VS_GATE_BIG_XFER)
+        e->big_send_done++;
 #if VS_MUTANT == 8
-    if (!(c->wr_id & VS_GATE_TAG_BULK))     /* BULK sends never leave the count */
-        e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
+    else if (e->phase == VS_GATE_WAIT)      /* only a gate wait's sends leave the count */
 #else
-    e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
+    else
 #endif
-    if (c->wr_id & VS_GATE_TAG_BULK) {
-        if (e->phase == VS_GATE_DRAIN_WAIT)
-            e->drain_sends++;
-        else if (e->phase == VS_GATE_BIG_XFER)
-            e->big_send_done++;
-    }
+        e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
 }
 
 /* Accounts for one receive completion; fails the rank where the window refuses it. */
@@ -1119,7 +1119,8 @@ static int post_failure(vs_gate *e, const before_post *b, uint64_t posted)
         return fail(e, BIG_POST_RECV, (unsigned)b->big_posted, (unsigned)b->big_win, POST_ERRNO);
     case VS_GATE_BIG_XFER:
         return fail(e, BIG_POST_SEND,
-                    (unsigned)send_room(e, b->big_win, b->big_sent, b->send_outstanding),
+                    /* a post reaps nothing: big_send_done is as it was before it */
+                    (unsigned)send_room(e, b->big_win, b->big_sent, e->big_send_done),
                     POST_ERRNO);
     case VS_GATE_BLOCK_POST: return fail(e, BLOCK_POST_RECV, 0u, POST_ERRNO);
     default: break;

@@ -142,6 +142,12 @@ class BeforePost:
     block_active: bool
 
 
+def big_room(c: GateConfig, win: int, sent: int, done: int) -> int:
+    """A big-gate window's next sub-batch: at most chain_max, the window's sends left, and
+    what keeps its sends in flight (sent - completed) under the send depth."""
+    return min(c.chain_max, win - sent, c.big_send_depth() - (sent - done))
+
+
 @dataclass
 class GateEngine:
     """One rank. ``grant`` is the receive depth it tells its peer (ds4: its own rq_depth)."""
@@ -201,9 +207,7 @@ class GateEngine:
         if self.phase == BLOCK_END:
             return ADVANCE if self._block_complete() else POLL
         # BIG_XFER: sends to post, or the window complete
-        c = self.cfg
-        room = min(c.chain_max, self.big_win - self.big_sent,
-                   c.big_send_depth() - self.send_outstanding)
+        room = self._big_room()
         complete = (self.big_sent == self.big_win and len(self.big_recvd) == self.big_win
                     and self.big_send_done >= self.big_win)
         return ADVANCE if room > 0 or complete else POLL
@@ -332,13 +336,15 @@ class GateEngine:
         self.phase = BIG_HDR_READ
         return Emitted(tcp_out=(TcpItem("header", self.big_no, self.big_chunks, self.grant),))
 
+    def _big_room(self) -> int:
+        return big_room(self.cfg, self.big_win, self.big_sent, self.big_send_done)
+
     def _post_dummies(self) -> Emitted:
         # one dummy per armed receive, each as long as the chunk it stands for (dummy i:
         # chunk i mod chunks), read from the staging scratch at that chunk's offset
         c, n = self.cfg, self.cfg.window * self.chunks
         sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i % self.chunks, 0,
                                c.chunk_len(i % self.chunks)) for i in range(n))
-        self.send_outstanding += n
         self.drain_recvs = self.drain_sends = 0
         self.phase = DRAIN_WAIT
         return Emitted(sends=sends)
@@ -392,15 +398,12 @@ class GateEngine:
     def _big_progress(self) -> Emitted:
         """Stage and post the next sub-batch of sends, or, with the window's every receive and
         send complete, move to the next window."""
-        c = self.cfg
-        room = min(c.chain_max, self.big_win - self.big_sent,
-                   c.big_send_depth() - self.send_outstanding)
+        room = self._big_room()
         if room > 0:
             first = self.big_sent
             sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i, 0, self._big_len(i))
                           for i in range(first, first + room))
             self.big_sent += room
-            self.send_outstanding += room
             return Emitted(sends=sends)
         if not (self.big_sent == self.big_win and len(self.big_recvd) == self.big_win
                 and self.big_send_done >= self.big_win):
@@ -566,12 +569,14 @@ class GateEngine:
         return Emitted()
 
     def _send_completed(self, c: Completion) -> None:
-        self.send_outstanding = max(0, self.send_outstanding - 1)
-        if c.wr_id & TAG_BULK:
-            if self.phase == DRAIN_WAIT:
-                self.drain_sends += 1
-            elif self.phase == BIG_XFER:
-                self.big_send_done += 1
+        # the drain and a big-gate window count their own BULK sends; any other send
+        # completion leaves send_outstanding
+        if c.wr_id & TAG_BULK and self.phase == DRAIN_WAIT:
+            self.drain_sends += 1
+        elif c.wr_id & TAG_BULK and self.phase == BIG_XFER:
+            self.big_send_done += 1
+        else:
+            self.send_outstanding = max(0, self.send_outstanding - 1)
 
     def _received(self, c: Completion) -> str:
         """Account for one receive completion; the error text if the window refuses it."""
@@ -679,8 +684,8 @@ class GateEngine:
         if b.phase == BIG_POST:
             return errors.BIG_POST_RECV(first=b.big_posted, chunks=b.big_win, reason=reason)
         if b.phase == BIG_XFER:
-            room = min(c.chain_max, b.big_win - b.big_sent,
-                       c.big_send_depth() - b.send_outstanding)
+            # completions are not reaped by a post: big_send_done is as it was before it
+            room = big_room(c, b.big_win, b.big_sent, self.big_send_done)
             return errors.BIG_POST_SEND(wrs=room, reason=reason)
         if b.phase == BLOCK_POST:
             return errors.BLOCK_POST_RECV(layer=0, reason=reason)

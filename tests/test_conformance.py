@@ -518,8 +518,11 @@ N_DRAIN = CFG.window * CFG.chunks
      gate_engine.POLL),
     (BIG_XFER, {"big_win": 2}, gate_engine.ADVANCE),
     (BIG_XFER, {"big_win": 2, "big_sent": 1}, gate_engine.ADVANCE),
-    (BIG_XFER, {"big_win": 2, "big_sent": 1, "send_outstanding": CFG.big_send_depth()},
+    # the window's sends in flight (sent, none completed) fill the send depth
+    (BIG_XFER, {"big_win": CFG.big_send_depth() + 1, "big_sent": CFG.big_send_depth()},
      gate_engine.POLL),
+    (BIG_XFER, {"big_win": CFG.big_send_depth() + 1, "big_sent": CFG.big_send_depth(),
+                "big_send_done": 1}, gate_engine.ADVANCE),
     (BIG_XFER, {"big_win": 2, "big_sent": 2, "big_recvd": {0, 1}, "big_send_done": 2},
      gate_engine.ADVANCE),
     (BIG_XFER, {"big_win": 2, "big_sent": 2, "big_recvd": {0}, "big_send_done": 2},
@@ -589,14 +592,15 @@ def _send(wr_id):
 
 def test_each_completion_counts_once_toward_its_drain_or_window():
     # the view does not show these counts; next_step and the timeout texts do
+    # a dummy's completion counts for the drain only, a decode gate's send for send_outstanding
     e = _engine(DRAIN_WAIT, drain_recvs=N_DRAIN - 2, drain_sends=N_DRAIN - 2, send_outstanding=3)
-    e.completions((_recv(0), _send(TAG_BULK | 1), _send(3)))    # a decode gate's send: not one
-    assert (e.drain_recvs, e.drain_sends, e.send_outstanding) == (N_DRAIN - 1, N_DRAIN - 1, 1)
+    e.completions((_recv(0), _send(TAG_BULK | 1), _send(3)))
+    assert (e.drain_recvs, e.drain_sends, e.send_outstanding) == (N_DRAIN - 1, N_DRAIN - 1, 2)
     assert e.next_step() == gate_engine.POLL
     assert e.timeout().result == errors.DRAIN_TIMEOUT(recvs=N_DRAIN - 1, want=N_DRAIN)
-    e = _engine(BIG_XFER, big_win=2, big_sent=2, big_recvd={0, 1}, send_outstanding=2)
+    e = _engine(BIG_XFER, big_win=2, big_sent=2, big_recvd={0, 1})
     e.completions((_send(TAG_BULK | 1),))
-    assert e.big_send_done == 1 and e.next_step() == gate_engine.POLL
+    assert (e.big_send_done, e.send_outstanding, e.next_step()) == (1, 0, gate_engine.POLL)
     assert e.timeout().result == errors.BIG_TIMEOUT(recvs=2, chunks=2, sends=1, sent=2)
 
 
@@ -628,11 +632,12 @@ def test_a_wait_that_times_out_or_loses_its_peer_fails_with_the_spec_text(
 
 def test_a_big_window_posts_no_more_sends_than_the_send_queue_has_room_for() -> None:
     # the lockstep posts a window's sends only when the spec has room for them; an advance
-    # with the send queue nearly full posts only what fits, and with it full is refused
+    # with the window's sends in flight (sent - completed) two short of the send depth posts
+    # two, and with them at the depth is refused
     depth = CFG.big_send_depth()
-    e = _engine(BIG_XFER, big_win=CFG.chain_max, send_outstanding=depth - 2)
+    e = _engine(BIG_XFER, big_win=depth + 8, big_sent=depth - 1, big_send_done=1)
     sent = e.advance().sends
-    assert [s.wr_id for s in sent] == [TAG_BULK | 1, TAG_BULK | 2]
-    assert (e.big_sent, e.send_outstanding, e.next_step()) == (2, depth, gate_engine.POLL)
+    assert [s.wr_id for s in sent] == [TAG_BULK | depth, TAG_BULK | (depth + 1)]
+    assert (e.big_sent, e.send_outstanding, e.next_step()) == (depth + 1, 0, gate_engine.POLL)
     with pytest.raises(EngineError, match="the big-gate window is neither sendable nor complete"):
         e.advance()

@@ -382,8 +382,10 @@ def reap(s: State, prm: Params, r: int, choice: Choices) -> Move:
     newest = div_c(prm, rr + z64(krb) + times_c(prm, z3.BitVecVal(1, 64)) - 1)
     rd = z3.If(z3.And(prm.tag_every_chunk, krb != 0), umax(me.recv_done, newest), rd)
     new.recv_done = z3.If(in_wait, rd, me.recv_done)
-    sends = c.gate_sends_before_error + c.dummy_sends_before_error + c.big_sends_before_error
     bulk_sends = c.dummy_sends_before_error + c.big_sends_before_error
+    # ds4's accounting: the drain and a big-gate window count their BULK sends themselves;
+    # every other send completion reaped leaves send_outstanding
+    sends = c.gate_sends_before_error + z3.If(z3.Or(in_drain, in_big), bv(0), bulk_sends)
     so = me.send_outstanding
     new.send_outstanding = z3.If(z3.UGE(so, sends), so - sends, bv(0))
     new.drain_recvs = z3.If(in_drain, me.drain_recvs + c.gate_recvs_before_error
@@ -464,8 +466,7 @@ def drain_post(s: State, prm: Params, r: int, choice: Choices) -> Move:
     me = s.rank[r]
     n = wc32(prm)
     upd = Edit(s)
-    upd.rank[r].set(dummy_sends_queued=me.dummy_sends_queued + n,
-                    send_outstanding=me.send_outstanding + n, drain_recvs=bv(0),
+    upd.rank[r].set(dummy_sends_queued=me.dummy_sends_queued + n, drain_recvs=bv(0),
                     drain_sends=bv(0), phase=bv(DRAIN_WAIT, 8))
     _unmodelled(upd, me.dummy_sends_queued + me.dummies_on_wire + big_in_flight(s, r) != 0)
     return upd.move(me.phase == DRAIN_POST)
@@ -527,9 +528,10 @@ def big_barrier_read(s: State, prm: Params, r: int, choice: Choices) -> Move:
 
 def send_room(s: State, prm: Params, r: int) -> z3.BitVecRef:
     me = s.rank[r]
-    so, depth = me.send_outstanding, prm.big_send_depth
+    # the window's sends in flight (sent - completed) stay under the send depth
+    flying, depth = me.big_sent - me.big_send_done, prm.big_send_depth
     return umin(umin(prm.chain_max, me.big_win - me.big_sent),
-                z3.If(z3.UGE(so, depth), bv(0), depth - so))
+                z3.If(z3.UGE(flying, depth), bv(0), depth - flying))
 
 
 def big_send(s: State, prm: Params, r: int, choice: Choices) -> Move:
@@ -539,7 +541,6 @@ def big_send(s: State, prm: Params, r: int, choice: Choices) -> Move:
     idle = big_in_flight(s, r) == 0
     upd = Edit(s)
     upd.rank[r].set(big_sends_queued=me.big_sends_queued + n, big_sent=me.big_sent + n,
-                    send_outstanding=me.send_outstanding + n,
                     next_big_chunk=z3.If(idle, me.big_base + me.big_sent, me.next_big_chunk),
                     next_big_no=z3.If(idle, me.big_no, me.next_big_no))
     _unmodelled(upd, me.gate_sends_queued + me.gate_chunks_on_wire + me.dummy_sends_queued

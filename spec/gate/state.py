@@ -116,7 +116,7 @@ class Rank:
     recv_done: int = 0
     last_gate_seq: int = 0
     window_active: bool = False
-    send_outstanding: int = 0
+    send_outstanding: int = 0       # gate and verify-block sends not reaped (not BULK ones)
     # drain progress
     drain_recvs: int = 0
     drain_sends: int = 0

@@ -367,12 +367,15 @@ class GateSpec:
             if c.opcode == "send":
                 if c.wr_id & TAG_WARM and not STRAY_SEND_COMPLETION.on(self.v):
                     continue    # a warm-up leftover is not one of ours
-                rk = evolve(rk, send_outstanding=max(0, rk.send_outstanding - 1))
-                if c.wr_id & TAG_BULK:
-                    if rk.phase == DRAIN_WAIT:
-                        rk = evolve(rk, drain_sends=rk.drain_sends + 1)
-                    elif rk.phase == BIG_XFER:
-                        rk = evolve(rk, big_send_done=rk.big_send_done + 1)
+                # ds4's accounting: the drain and a big-gate window count their own BULK
+                # sends; any other send, and any send a gate or block wait reaps, leaves
+                # send_outstanding
+                if c.wr_id & TAG_BULK and rk.phase == DRAIN_WAIT:
+                    rk = evolve(rk, drain_sends=rk.drain_sends + 1)
+                elif c.wr_id & TAG_BULK and rk.phase == BIG_XFER:
+                    rk = evolve(rk, big_send_done=rk.big_send_done + 1)
+                else:
+                    rk = evolve(rk, send_outstanding=max(0, rk.send_outstanding - 1))
                 continue
             if c.wr_id & TAG_WARM and not (
                     STRAY_WARM_RECEIVE.on(self.v)
@@ -510,15 +513,15 @@ class GateSpec:
         one of the peer's outstanding lookahead receives. As in ds4, a dummy is as long as the
         gate chunk it stands for (dummy i: chunk i mod chunks) and is read from the staging
         scratch at that chunk's offset, so a dummy that meets a shorter receive fails it with a
-        length error."""
+        length error. The drain counts its dummies' completions itself (drain_sends); they are
+        not in send_outstanding."""
         rk, c = s.ranks[r], self.cfgs[r]
         n = self.drain_wrs(r)
         wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i % self.rank_chunks[r], 0,
                            c.chunk_len(i % self.rank_chunks[r]), True,
                            Payload("dummy", r, rk.sent_seq, i)) for i in range(n))
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
-        s = self._put(s, r, send_outstanding=rk.send_outstanding + n, drain_recvs=0,
-                      drain_sends=0, phase=DRAIN_WAIT)
+        s = self._put(s, r, drain_recvs=0, drain_sends=0, phase=DRAIN_WAIT)
         return s, self._obs(s, r, sends=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_drain_done(self, s: GateState):
@@ -596,8 +599,10 @@ class GateSpec:
         return s, self._obs(s, r, tcp_in=(item,))
 
     def _send_room(self, rk: Rank) -> int:
+        """The next sub-batch's size: ds4 keeps the window's sends in flight
+        (sent - completed) under the send depth."""
         return min(self.cfg.chain_max, rk.big_win - rk.big_sent,
-                   self.cfg.big_send_depth() - rk.send_outstanding)
+                   self.cfg.big_send_depth() - (rk.big_sent - rk.big_send_done))
 
     def en_big_send(self, s: GateState):
         return ((r,) for r in (0, 1)
@@ -619,7 +624,7 @@ class GateSpec:
                            c.big_chunk_len(rk.big_base + i, rk.big_chunks), True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
-        s = self._put(s, r, big_sent=rk.big_sent + n, send_outstanding=rk.send_outstanding + n)
+        s = self._put(s, r, big_sent=rk.big_sent + n)
         return s, self._obs(s, r, sends=tuple(self._wr_view(r, w) for w in wrs))
 
     def en_big_window_done(self, s: GateState):

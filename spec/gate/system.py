@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from verbspec.spec.actions import action_names, name_of
-from verbspec.spec.fabric import completes, new_fabric
+from verbspec.spec.fabric import CQE, Message, SendWR, completes, new_fabric
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
 from verbspec.spec.gate.state import (
@@ -27,6 +27,7 @@ from verbspec.spec.gate.state import (
 )
 from verbspec.spec.gate.steps import BLOCK_ACTIONS, POST_FAILURE_ACTIONS, GateSpec
 from verbspec.spec.gate.variants import PROFILES, VARIANTS
+from verbspec.spec.gate.wire import TAG_BULK
 from verbspec.spec.lts import Invariant
 from verbspec.spec.params import check_values, check_variants
 
@@ -45,8 +46,9 @@ INVARIANT_DOCS: dict[str, str] = {
                       "staging slot rewritten while a send still reads it",
     "mode_exclusive": "the decode window, big-gate windows and the verify block never coexist "
                       "on the queue pair",
-    "send_accounting": "send_outstanding equals the sends posted whose completions are not "
-                       "reaped yet",
+    "send_accounting": "send_outstanding equals the gate and verify-block sends posted whose "
+                       "completions are not reaped yet (a drain and a big-gate window count "
+                       "their BULK sends themselves)",
     "queue_bounds": "posted receives, in-flight sends and CQ entries stay within their depths; "
                     "no chain is longer than chain_max",
     "gate_order": "each rank completes gates 1, 2, 3, ... in order",
@@ -167,15 +169,20 @@ class GateSystem:
         return None
 
     def inv_send_accounting(self, s: GateState) -> str | None:
+        def counted(x: SendWR | CQE | Message) -> bool:
+            # what send_outstanding counts: not a drain's or a big gate's (BULK) send
+            return not x.wr_id & TAG_BULK
+
         f = s.fabric
         for r, rk in enumerate(s.ranks):
             qp = f.qps[r]
             if not rk.alive or qp.state != "rts":
                 continue
-            pending = sum(1 for w in qp.sq if completes(f, w.signaled))
-            pending += sum(1 for c in qp.cq if c.opcode == "send" and c.payload.kind != "warm")
+            pending = sum(1 for w in qp.sq if counted(w) and completes(f, w.signaled))
+            pending += sum(1 for c in qp.cq if c.opcode == "send" and c.payload.kind != "warm"
+                           and counted(c))
             if qp.qp_type == "rc":
-                pending += sum(1 for m in f.wire[r] if completes(f, m.signaled))
+                pending += sum(1 for m in f.wire[r] if counted(m) and completes(f, m.signaled))
             if rk.send_outstanding != pending:
                 return (f"rank {r}: send_outstanding is {rk.send_outstanding} but {pending} "
                         f"send completions are still to come or to reap")
