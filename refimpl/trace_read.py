@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from verbspec.refimpl.device_trace import ENGINES, EVENT_KEYS, PROTOCOLS, TRANSPORTS
+from verbspec.spec.gate.params import RANK1_OWN
 
 
 class TraceInputError(ValueError):
@@ -172,8 +173,21 @@ def read_pair(paths: list[str | Path]) -> tuple[RankTrace, RankTrace]:
     a, b = ranks
     if a.protocol != b.protocol:
         raise TraceInputError(f"rank 0 ran {a.protocol}, rank 1 {b.protocol}: not one run")
-    if a.config != b.config:
-        diff = sorted(k for k in a.config.keys() | b.config.keys()
-                      if a.config.get(k) != b.config.get(k))
-        raise TraceInputError(f"the ranks' configurations differ in {', '.join(diff)}")
+    diff = sorted(k for k in a.config.keys() | b.config.keys()
+                  if a.config.get(k) != b.config.get(k))
+    # a gate rank's message cap, window and block rows are its own: the spec has rank 1's
+    # apart; anything else is one run's only if both ranks ran it
+    shared = [k for k in diff if a.protocol != "gate" or k not in RANK1_OWN
+              or k not in a.config or k not in b.config]
+    if shared:
+        raise TraceInputError(f"the ranks' configurations differ in {', '.join(shared)}")
     return a, b
+
+
+def run_config(a: RankTrace, b: RankTrace) -> dict[str, Any]:
+    """One gate run's configuration from its ranks' own (rank 0's, with rank 1's values
+    that differ set apart, as the spec's ``rank1_*`` parameters)."""
+    out = dict(a.config)
+    out.update({RANK1_OWN[k]: b.config[k] for k in RANK1_OWN
+                if k in a.config and a.config[k] != b.config.get(k)})
+    return out

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from verbspec.refimpl.conformance import CONFORMANCE
-from verbspec.refimpl.trace_read import Event, RankTrace, TraceInputError
+from verbspec.refimpl.trace_read import Event, RankTrace, TraceInputError, run_config
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
 from verbspec.spec.gate.params import PARAMS, make_config
@@ -117,12 +117,14 @@ class Report:
         return asdict(self)
 
 
-def spec_config(trace: RankTrace, calls: int, bigs: bool) -> Any:
-    """The spec's configuration for the run: the ``begin`` line's, with the workload
-    parameters set to the run's own (its calls, its big gates, faults allowed so a timeout
-    or a gone peer is a step); TraceInputError when the spec cannot express it."""
-    values = {k: v for k, v in trace.config.items() if k in {p.name for p in PARAMS}}
-    unknown = sorted(set(trace.config) - set(values))
+def spec_config(ranks: tuple[RankTrace, RankTrace], calls: int, bigs: bool) -> Any:
+    """The spec's configuration for the run: the ``begin`` lines' (rank 1's own values apart),
+    with the workload parameters set to the run's own (its calls, its big gates, faults
+    allowed so a timeout or a gone peer is a step); TraceInputError when the spec cannot
+    express it."""
+    trace, config = ranks[0], run_config(*ranks)
+    values = {k: v for k, v in config.items() if k in {p.name for p in PARAMS}}
+    unknown = sorted(set(config) - set(values))
     if unknown:
         raise TraceInputError(f"{trace.path}: config has {', '.join(unknown)}, which the gate "
                               f"spec has no parameter for")
@@ -231,7 +233,7 @@ class GateValidator:
                 for e in t.events if e.ev == "call" and e.data["name"] in LIBRARY_OPS]
                for t in ranks]
         calls = max(len(ops[0]), len(ops[1]))
-        self.cfg = spec_config(ranks[0], calls, any(any(o) for o in ops))
+        self.cfg = spec_config(ranks, calls, any(any(o) for o in ops))
         self.system = GateSystem(self.cfg)
         self.spec = self.system.spec
         self.table = {a.name: a for a in self.system.actions}

@@ -456,3 +456,24 @@ def test_no_changed_step_is_accepted(error_run, tmp_path):
 
 def _is_number(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def test_a_run_of_ranks_with_their_own_block_rows_is_validated(tmp_path):
+    # each rank records its own configuration; the spec takes rank 1's values apart (here
+    # its verify-block rows, which no hello compares) and replays the run against them
+    cfg = gate_config({**SMALL, "block_rows": 2, "rank1_block_rows": 3})
+    out = _record(tmp_path, _gates_big_gates, (40, 40), cfg)
+    assert [o.error for o in out] == ["", ""]
+    a, b = read_pair([tmp_path / device_trace.GATE])
+    assert (a.config["block_rows"], b.config["block_rows"]) == (2, 3)
+    rep = validate_gate((a, b))
+    assert rep.ok, rep.message
+    assert rep.gates == [50, 50] and rep.drains == [1, 1]
+
+
+def test_ranks_that_differ_in_a_shared_value_are_refused(gate_run, tmp_path):
+    lines = _lines(gate_run, 1)
+    lines[0]["config"]["chain_max"] = lines[0]["config"]["chain_max"] + 1
+    path = _write(tmp_path, 1, lines, gate_run)
+    with pytest.raises(TraceInputError, match="configurations differ in chain_max$"):
+        read_pair([path])

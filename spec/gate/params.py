@@ -103,6 +103,11 @@ PARAMS: tuple[ParamSpec, ...] = (
 )
 
 
+# the values each rank has of its own: a parameter, and the parameter that sets rank 1's apart
+RANK1_OWN = {"max_msg": "rank1_max_msg", "window": "rank1_window",
+             "block_rows": "rank1_block_rows"}
+
+
 @dataclass(frozen=True)
 class GateConfig:
     """Validated parameters plus derived values; the spec reads only this."""
@@ -142,12 +147,11 @@ class GateConfig:
     def of_rank(self, r: int) -> GateConfig:
         """Rank ``r``'s own configuration: rank 1's message cap, window and block rows where
         set."""
-        own = replace(self, rank1_max_msg=0, rank1_window=0, rank1_block_rows=0)
+        own = replace(self, **{apart: 0 for apart in RANK1_OWN.values()})
         if r == 0:
             return own
-        return replace(own, max_msg=self.rank1_max_msg or self.max_msg,
-                       window=self.rank1_window or self.window,
-                       block_rows=self.rank1_block_rows or self.block_rows)
+        return replace(own, **{name: getattr(self, apart) or getattr(self, name)
+                               for name, apart in RANK1_OWN.items()})
 
     @property
     def hello(self) -> Hello:
