@@ -392,6 +392,9 @@ def _big_window_shape(s: State, prm: Params, r: int) -> z3.BoolRef:
                 me.big_sent == me.big_sends_queued + me.big_send_cqes + me.big_send_done)))),
         z3.Implies(z3.Not(in_win), z3.And(me.big_sends_queued == 0, me.big_send_cqes == 0,
                                           me.big_recv_cqes == 0)),
+        # the window's sends in flight, as ds4 counts them (sent - completed), are those not
+        # reaped yet (0 outside a window)
+        z3.Implies(alive(s, r), me.big_sends_flying == me.big_sends_queued + me.big_send_cqes),
         # a window starts with everything before it completed
         z3.Implies(eph_in(s, r, *WINDOWS), z3.And(
             me.gate_sends_queued == 0, me.gate_send_cqes == 0, me.dummy_sends_queued == 0,

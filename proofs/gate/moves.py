@@ -393,6 +393,7 @@ def reap(s: State, prm: Params, r: int, choice: Choices) -> Move:
                             me.drain_recvs)
     new.drain_sends = z3.If(in_drain, me.drain_sends + bulk_sends, me.drain_sends)
     new.big_send_done = z3.If(in_big, me.big_send_done + bulk_sends, me.big_send_done)
+    new.big_sends_flying = z3.If(in_big, me.big_sends_flying - bulk_sends, me.big_sends_flying)
     new.big_recvd = z3.If(in_big, me.big_recvd + c.big_recvs_before_error, me.big_recvd)
     new.phase = z3.If(error, bv(FAILED, 8), ph)
     _unmodelled(upd,
@@ -492,6 +493,7 @@ def big_begin(s: State, prm: Params, r: int, choice: Choices) -> Move:
     new.big_posted = z3.If(active, me.big_posted, bv(0))
     new.big_sent = z3.If(active, me.big_sent, bv(0))
     new.big_send_done = z3.If(active, me.big_send_done, bv(0))
+    new.big_sends_flying = z3.If(active, me.big_sends_flying, bv(0))
     new.big_recvd = z3.If(active, me.big_recvd, bv(0))
     new.big_landed = z3.If(active, me.big_landed, bv(0))
     new.phase = z3.If(active, bv(FAILED, 8), bv(BIG_POST, 8))
@@ -529,7 +531,7 @@ def big_barrier_read(s: State, prm: Params, r: int, choice: Choices) -> Move:
 def send_room(s: State, prm: Params, r: int) -> z3.BitVecRef:
     me = s.rank[r]
     # the window's sends in flight (sent - completed) stay under the send depth
-    flying, depth = me.big_sent - me.big_send_done, prm.big_send_depth
+    flying, depth = me.big_sends_flying, prm.big_send_depth
     return umin(umin(prm.chain_max, me.big_win - me.big_sent),
                 z3.If(z3.UGE(flying, depth), bv(0), depth - flying))
 
@@ -541,6 +543,7 @@ def big_send(s: State, prm: Params, r: int, choice: Choices) -> Move:
     idle = big_in_flight(s, r) == 0
     upd = Edit(s)
     upd.rank[r].set(big_sends_queued=me.big_sends_queued + n, big_sent=me.big_sent + n,
+                    big_sends_flying=me.big_sends_flying + n,
                     next_big_chunk=z3.If(idle, me.big_base + me.big_sent, me.next_big_chunk),
                     next_big_no=z3.If(idle, me.big_no, me.next_big_no))
     _unmodelled(upd, me.gate_sends_queued + me.gate_chunks_on_wire + me.dummy_sends_queued

@@ -112,6 +112,8 @@ class Rank(Generic[V]):
     big_posted: V = bits(32, "staging receives the window posted")
     big_sent: V = bits(32, "big chunks the window sent")
     big_send_done: V = bits(32, "the window's send completions counted")
+    big_sends_flying: V = bits(32, "the window's sends in flight as ds4 counts them: sent - "
+                                   "completions counted")
     big_recvd: V = bits(32, "the window's receive completions counted")
     big_landed: V = bits(32, "big chunks landed in the window's staging receives")
     barrier_tag: V = bits(8, "the last big-gate barrier byte written (wraps)")
@@ -265,7 +267,8 @@ class Params(Generic[V]):
 # Big-gate-only variables: zero (false) throughout a decode-only workload.
 BIG_ONLY = ("big_chunks", "dummy_sends_queued", "dummies_on_wire", "dummy_send_cqes",
             "dummy_recv_cqes", "drain_recvs", "drain_sends", "big_no", "big_depth", "big_base",
-            "big_win", "big_posted", "big_sent", "big_send_done", "big_recvd", "big_landed",
+            "big_win", "big_posted", "big_sent", "big_send_done", "big_sends_flying",
+            "big_recvd", "big_landed",
             "big_sends_queued", "big_chunks_on_wire", "big_send_cqes", "big_recv_cqes",
             "staging_recvs_posted", "next_big_no", "next_big_chunk", "barrier_tag",
             "last_op_big", "hdr_ok")
