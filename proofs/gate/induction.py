@@ -52,7 +52,7 @@ from verbspec.proofs.gate.widening import post_state, widened
 from verbspec.proofs.report import Obligation, Result
 from verbspec.proofs.solving import Answer, Solvers, default_workers, query
 from verbspec.proofs.traces import save_counterexample
-from verbspec.spec.gate.params import GateConfig
+from verbspec.spec.gate.params import RANK1_OWN, GateConfig
 from verbspec.spec.gate.variants import NO_SEQ_CHECK, SIGNAL_LAST_ONLY
 
 
@@ -402,7 +402,7 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
                                                          ("post_failures", 0))
                if getattr(cfg, k) != want]
     ranks = cfg.of_rank(0), cfg.of_rank(1)
-    outside += [f"rank1_{k}={getattr(ranks[1], k)}" for k in ("max_msg", "window")
+    outside += [f"{RANK1_OWN[k]}={getattr(ranks[1], k)}" for k in ("max_msg", "window")
                 if getattr(ranks[0], k) != getattr(ranks[1], k)]
     outside += [f"variant {v}" for v in variants if v not in ENCODED_VARIANTS]
     if cfg.big_gates:
