@@ -70,6 +70,10 @@
 #define BLOCK_PEER "peer disconnected during verify-block gate"
 #define BLOCK_TIMEOUT "timeout waiting verify-block gate layer %u (%llu/%llu rows)"
 #define BLOCK_END_TIMEOUT "verify-block end: %llu/%llu rows received, %u sends pending"
+#define BATCH_DESYNC \
+    "batch gate desync: got l=%u rows=%u seq=%llu, want l=%u rows=%u seq=%llu"
+#define BATCH_HEADER_FAILED "verbspec silent failure: batch gate header read failed: %s"
+#define BATCH_HEADER_MISFRAMED "verbspec silent failure: batch gate header read found %s"
 #define POST_RECV "rdma post_recv(seq %llu): %s"
 #define POST_SEND "rdma post_send: %s"
 #define CQ_POLL "verbspec silent failure: ibv_poll_cq failed in a gate or verify-block wait"
@@ -98,7 +102,7 @@ static const char PHASE_NAMES[VS_GATE_N_PHASES][24] = {
     "drain_post", "drain_wait", "big_header_write", "big_header_read", "big_begin", "big_post",
     "big_barrier_write", "big_barrier_read", "big_xfer", "block_header_write",
     "block_header_read", "block_post", "block_barrier_write", "block_barrier_read", "block_send",
-    "block_wait", "block_end", "failed", "crashed",
+    "block_wait", "block_end", "batch_header_write", "batch_header_read", "failed", "crashed",
 };
 
 /* The fields a step that posts may change, and those ds4's text for its post names, as they
@@ -145,6 +149,7 @@ struct vs_gate {
     uint32_t barrier_tag;
 
     int32_t in_block;           /* the application's verify block is in progress */
+    int32_t batching;           /* ... as batch gates (its verify window switched off) */
     int32_t block_active;       /* its receives are armed (after the drain) */
     uint64_t block_layer;       /* the layer whose batch gate is in progress */
     uint64_t block_posted;      /* layers whose receives are posted */
@@ -165,12 +170,15 @@ static uint64_t chunk_len(const vs_gate *e, uint64_t k)
     return min_u(e->cfg.max_msg, e->cfg.vec_bytes - k * e->cfg.max_msg);
 }
 
-/* Bytes of the big gate's chunk k: whole messages but for its last chunk. */
+/* Bytes of the transfer's chunk k: whole messages but for its last chunk, a big gate's
+ * remainder or a batch gate's (its rows' bytes past the whole messages). */
 static uint64_t big_len_of(const vs_gate *e, uint64_t k)
 {
-    if (k == e->big_chunks - 1 && e->cfg.big_last_bytes)
-        return e->cfg.big_last_bytes;
-    return e->cfg.max_msg;
+    if (k != e->big_chunks - 1)
+        return e->cfg.max_msg;
+    if (e->batching)
+        return e->cfg.block_rows * e->cfg.vec_bytes - k * e->cfg.max_msg;
+    return e->cfg.big_last_bytes ? e->cfg.big_last_bytes : e->cfg.max_msg;
 }
 
 /* Bytes of the window's chunk i. */
@@ -387,6 +395,8 @@ int vs_gate_create(const vs_gate_config *cfg, uint64_t grant, vs_gate **out, cha
         || cfg->block_rows > VS_GATE_MAX_WINDOW)
         return bad_config(err, err_len, "block_layers and block_rows must be 1..65536 and "
                           "1..32768, or both 0");
+    if (cfg->verify_window_off > 1)
+        return bad_config(err, err_len, "verify_window_off must be 0 or 1");
 
     uint64_t chunks = (cfg->vec_bytes + cfg->max_msg - 1) / cfg->max_msg;
     /* the longest chain one step posts: the arming window, a big-gate sub-batch, or a
@@ -485,6 +495,20 @@ int vs_gate_call_big(vs_gate *e, uint64_t chunks)
     return VS_GATE_OK;
 }
 
+/* ds4_tp_batch_gate_exchange outside a verify window: the layer's rows as one big-gate
+ * transfer, its seq the next big-gate number, its barrier bytes counted from 1 again. */
+static void begin_batch(vs_gate *e, uint64_t layer)
+{
+    uint64_t bytes = e->cfg.block_rows * e->cfg.vec_bytes;
+    e->block_layer = layer;
+    e->big_no++;
+    e->big_chunks = (bytes + e->cfg.max_msg - 1) / e->cfg.max_msg;
+    e->big_base = 0;
+    e->big_header_done = 0;
+    e->barrier_tag = 0;
+    e->phase = VS_GATE_BATCH_HDR_SEND;
+}
+
 /* ds4_tp_batch_block_begin, with the header exchange that brings both ranks to the drain
  * together (ds4 drains at once). */
 int vs_gate_call_block(vs_gate *e)
@@ -496,7 +520,13 @@ int vs_gate_call_block(vs_gate *e)
         return refuse(e, "the configuration has no verify blocks (block_layers 0)");
     e->in_block = 1;
     e->block_layer = e->block_posted = e->block_recv_done = 0;
-    e->phase = VS_GATE_BLOCK_HDR_SEND;
+    if (e->cfg.verify_window_off) {
+        /* the begin returns at once: each layer is a batch gate */
+        e->batching = 1;
+        begin_batch(e, 0);
+    } else {
+        e->phase = VS_GATE_BLOCK_HDR_SEND;
+    }
     return VS_GATE_OK;
 }
 
@@ -596,8 +626,8 @@ static int drain_done(vs_gate *e)
                       (long long)e->send_outstanding);
     e->recv_done = e->last_gate_seq;
     e->window_active = 0;
-    /* a drain starts only once the big-gate or verify-block header is read */
-    if (e->in_block)
+    /* a drain starts only once the big-gate, verify-block or batch header is read */
+    if (e->in_block && !e->batching)
         e->phase = VS_GATE_BLOCK_POST;
     else
         e->phase = e->big_header_done ? VS_GATE_BIG_BEGIN : VS_GATE_BIG_HDR_SEND;
@@ -648,7 +678,7 @@ static int big_barrier(vs_gate *e)
     return VS_GATE_OK;
 }
 
-/* Stage and post the next sub-batch of sends, or, with every receive and send of the window
+/* Post the next sub-batch of sends from staging, or, with every receive and send of the window
  * complete, move to the next window. */
 static int big_progress(vs_gate *e)
 {
@@ -663,7 +693,22 @@ static int big_progress(vs_gate *e)
           && e->big_send_done >= e->big_win))
         return refuse(e, "the big-gate window is neither sendable nor complete");
     e->big_base += e->big_win;
-    e->phase = e->big_base >= e->big_chunks ? VS_GATE_IDLE : VS_GATE_BIG_BEGIN;
+    if (e->big_base < e->big_chunks) {
+        e->phase = VS_GATE_BIG_BEGIN;
+    } else if (e->batching && e->block_layer + 1 < e->cfg.block_layers) {
+        begin_batch(e, e->block_layer + 1);
+    } else {
+        /* a big gate is over, or a block's last batch gate (its end returns at once) */
+        e->in_block = e->batching = 0;
+        e->phase = VS_GATE_IDLE;
+    }
+    return VS_GATE_OK;
+}
+
+static int write_batch_header(vs_gate *e)
+{
+    put_tcp(e, VS_GATE_TCP_BATCH, e->block_layer, e->cfg.block_rows, e->big_no);
+    e->phase = VS_GATE_BATCH_HDR_READ;
     return VS_GATE_OK;
 }
 
@@ -788,7 +833,8 @@ vs_gate_step vs_gate_next_step(const vs_gate *e)
     case VS_GATE_BIG_HDR_READ:
     case VS_GATE_BIG_BAR_READ:
     case VS_GATE_BLOCK_HDR_READ:
-    case VS_GATE_BLOCK_BAR_READ: return VS_GATE_STEP_READ;
+    case VS_GATE_BLOCK_BAR_READ:
+    case VS_GATE_BATCH_HDR_READ: return VS_GATE_STEP_READ;
     case VS_GATE_BLOCK_WAIT: return layer_arrived(e) ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     case VS_GATE_BLOCK_END: return block_complete(e) ? VS_GATE_STEP_ADVANCE : VS_GATE_STEP_POLL;
     case VS_GATE_WAIT:
@@ -829,6 +875,7 @@ static int step(vs_gate *e)
     case VS_GATE_BLOCK_SEND: return block_gate(e);
     case VS_GATE_BLOCK_WAIT: return block_layer_done(e);
     case VS_GATE_BLOCK_END: return end_block(e);
+    case VS_GATE_BATCH_HDR_SEND: return write_batch_header(e);
     default:
         return refuse(e, "the engine has no step of its own in phase %s", PHASE_NAMES[e->phase]);
     }
@@ -876,6 +923,9 @@ static void described(const vs_gate_tcp *item, char *what, size_t len)
     else if (item->kind == VS_GATE_TCP_BLOCK)
         snprintf(what, len, "verify-block header (%llu layers x %llu rows)", (ull)item->value,
                  (ull)item->chunks);
+    else if (item->kind == VS_GATE_TCP_BATCH)
+        snprintf(what, len, "batch header (layer %llu, %llu rows, seq %llu)", (ull)item->value,
+                 (ull)item->chunks, (ull)item->depth);
     else
         snprintf(what, len, "header big %llu (%llu chunks)", (ull)item->value,
                  (ull)item->chunks);
@@ -914,9 +964,37 @@ static int read_block_header(vs_gate *e, const vs_gate_tcp *item)
     return VS_GATE_OK;
 }
 
+/* The peer's batch header: its layer, rows and seq must be this rank's (ds4 reads a big-gate
+ * header's tag as its rows; a shorter write it never reads whole). No depth rides in it:
+ * each rank windows by its own. */
+static int read_batch_header(vs_gate *e, const vs_gate_tcp *item)
+{
+    uint64_t got[3];
+    if (item->kind == VS_GATE_TCP_HEADER) {
+        got[0] = VS_GATE_BIG_LAYER;
+        got[1] = VS_GATE_BIG_MAGIC;
+        got[2] = item->value;
+    } else if (item->kind == VS_GATE_TCP_BATCH) {
+        got[0] = item->value;
+        got[1] = item->chunks;
+        got[2] = item->depth;
+    } else {
+        char what[96];
+        described(item, what, sizeof what);
+        return fail(e, BATCH_HEADER_MISFRAMED, what);
+    }
+    if (got[0] != e->block_layer || got[1] != e->cfg.block_rows || got[2] != e->big_no)
+        return fail(e, BATCH_DESYNC, (unsigned)got[0], (unsigned)got[1], (ull)got[2],
+                    (unsigned)e->block_layer, (unsigned)e->cfg.block_rows, (ull)e->big_no);
+    e->big_header_done = 1;
+    e->big_depth = big_window(e, e->grant);
+    e->phase = e->window_active ? VS_GATE_DRAIN_POST : VS_GATE_BIG_BEGIN;
+    return VS_GATE_OK;
+}
+
 #define TCP_READ_PHASES \
     (BIT(VS_GATE_ARM_BAR_READ) | BIT(VS_GATE_BIG_HDR_READ) | BIT(VS_GATE_BIG_BAR_READ) \
-     | BIT(VS_GATE_BLOCK_HDR_READ) | BIT(VS_GATE_BLOCK_BAR_READ))
+     | BIT(VS_GATE_BLOCK_HDR_READ) | BIT(VS_GATE_BLOCK_BAR_READ) | BIT(VS_GATE_BATCH_HDR_READ))
 #define REAP_PHASES \
     (BIT(VS_GATE_WAIT) | BIT(VS_GATE_DRAIN_WAIT) | BIT(VS_GATE_BIG_XFER) \
      | BIT(VS_GATE_BLOCK_WAIT) | BIT(VS_GATE_BLOCK_END))
@@ -938,6 +1016,8 @@ int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
     }
     if (e->phase == VS_GATE_BLOCK_HDR_READ)
         return read_block_header(e, item);
+    if (e->phase == VS_GATE_BATCH_HDR_READ)
+        return read_batch_header(e, item);
     if (e->phase == VS_GATE_ARM_BAR_READ) {
         if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_WINDOW_BARRIER)
             return fail(e, WINDOW_BARRIER_MISMATCH, got, VS_GATE_WINDOW_BARRIER);
@@ -1068,6 +1148,7 @@ int vs_gate_timeout(vs_gate *e)
         return fail(e, BLOCK_END_TIMEOUT, (ull)e->block_recv_done,
                     (ull)(e->cfg.block_layers * e->cfg.block_rows), (unsigned)e->send_outstanding);
     case VS_GATE_BLOCK_HDR_READ: return fail(e, BLOCK_HEADER_FAILED, READ_TIMEOUT_ERRNO);
+    case VS_GATE_BATCH_HDR_READ: return fail(e, BATCH_HEADER_FAILED, READ_TIMEOUT_ERRNO);
     case VS_GATE_BLOCK_BAR_READ: return fail(e, WINDOW_BARRIER_TIMEOUT);
     case VS_GATE_WAIT: return fail(e, GATE_TIMEOUT, (ull)e->seq, (ull)e->recv_done);
     case VS_GATE_DRAIN_WAIT:
@@ -1096,6 +1177,7 @@ int vs_gate_peer_closed(vs_gate *e)
     case VS_GATE_BLOCK_WAIT: return fail(e, BLOCK_PEER);
     case VS_GATE_BLOCK_BAR_READ: return fail(e, WINDOW_BARRIER_CLOSED);
     case VS_GATE_BLOCK_HDR_READ: return fail(e, BLOCK_HEADER_FAILED, PEER_CLOSED_ERRNO);
+    case VS_GATE_BATCH_HDR_READ: return fail(e, BATCH_HEADER_FAILED, PEER_CLOSED_ERRNO);
     default: break;
     }
     /* ds4_tp_batch_block_end never checks the peer: no close is seen in BLOCK_END */

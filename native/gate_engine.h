@@ -47,6 +47,8 @@ typedef enum {
     VS_GATE_BLOCK_SEND,
     VS_GATE_BLOCK_WAIT,
     VS_GATE_BLOCK_END,
+    VS_GATE_BATCH_HDR_SEND,
+    VS_GATE_BATCH_HDR_READ,
     VS_GATE_FAILED,
     VS_GATE_CRASHED,
     VS_GATE_N_PHASES
@@ -116,6 +118,9 @@ typedef struct {
     uint64_t big_last_bytes;    /* a big gate's last chunk, its remainder (0: a whole message) */
     uint64_t block_layers;      /* layers of a verify block (both 0: no verify blocks) */
     uint64_t block_rows;        /* rows of a layer's batch gate, one vector each */
+    uint64_t verify_window_off; /* 1: DS4_TP_DISABLE_VERIFY_WINDOW is set: a verify block's
+                                   layers are batch gates (a header, the drain, a big-gate
+                                   transfer of the layer's rows) */
 } vs_gate_config;
 
 typedef struct {
@@ -129,13 +134,16 @@ typedef struct {
 #define VS_GATE_TCP_BYTE 0
 #define VS_GATE_TCP_HEADER 1
 #define VS_GATE_TCP_BLOCK 2
+#define VS_GATE_TCP_BATCH 3
 
-/* One write on the TCP side channel: a barrier byte, a big-gate or a verify-block header. */
+/* One write on the TCP side channel: a barrier byte, a big-gate, verify-block or batch
+ * header. */
 typedef struct {
-    int32_t kind;               /* VS_GATE_TCP_BYTE | VS_GATE_TCP_HEADER | VS_GATE_TCP_BLOCK */
-    uint64_t value;             /* the byte, the header's big-gate number, or the block's layers */
-    uint64_t chunks;            /* header: chunks of the big gate; block: rows per layer */
-    uint64_t depth;             /* header: the sender's granted receive depth */
+    int32_t kind;               /* VS_GATE_TCP_BYTE | _HEADER | _BLOCK | _BATCH */
+    uint64_t value;             /* the byte, the header's big-gate number, the block's layers,
+                                   or the batch gate's layer */
+    uint64_t chunks;            /* header: chunks of the big gate; block, batch: rows per layer */
+    uint64_t depth;             /* header: the sender's granted receive depth; batch: its seq */
 } vs_gate_tcp;
 
 #define VS_GATE_OP_SEND 0

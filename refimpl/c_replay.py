@@ -27,7 +27,7 @@ from verbspec.refimpl import conformance as gate_conf
 from verbspec.refimpl import conformance_tagmatch as tag_conf
 from verbspec.refimpl.conformance import CONFORMANCE, Run, recorded
 from verbspec.refimpl.cprogram import BuildError, compile_c
-from verbspec.refimpl.native_gate import CONFIG_FIELDS as GATE_CONFIG
+from verbspec.refimpl.native_gate import config_values as gate_config_values
 from verbspec.spec import protocols
 from verbspec.spec.itf import TraceFormatError
 from verbspec.spec.lts import Trace
@@ -41,6 +41,8 @@ CFLAGS = ("-std=c11", "-O1", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-
 # protocol -> the engine a driver runs (its sources: native/ENGINE_engine.c and
 # native/replay/ENGINE_replay.c)
 ENGINES = {"gate": "gate", "tagmatch": "tag"}
+# rank 1's own verify-window switch in a replay's config line: 0 rank 0's, 1 on, 2 off
+RANK1_SWITCH = {"same": 0, "on": 1, "off": 2}
 TAG_CONFIG = ("senders", "messages", "tags", "comms", "max_bytes", "eager_limit", "capacity")
 AGREED, DIFFERS, MALFORMED = 0, 1, 2       # a driver's exit codes (replay.h)
 
@@ -108,7 +110,7 @@ def _gate_call(call: gate_conf.Call | None) -> list[Any]:
     if call.method == "tcp_read":
         item = call.args[0]
         words += [item.kind, item.value]
-        if item.kind == "header":
+        if item.kind in ("header", "batch"):
             words += [item.chunks, item.depth]
         elif item.kind == "block":
             words += [item.chunks]
@@ -142,11 +144,12 @@ def _gate_script(system: Any, steps: Iterator[Step]) -> Iterator[str]:
     cfg = system.params
     grants = system.spec.rq_grant
     yield "verbspec-replay gate\n"
-    yield " ".join(["config", *(f"{f}={getattr(cfg, f)}" for f in GATE_CONFIG),
+    yield " ".join(["config", *(f"{f}={v}" for f, v in gate_config_values(cfg).items()),
                     f"grant0={grants[0]}", f"grant1={grants[1]}",
                     f"rank1_max_msg={cfg.rank1_max_msg}",
                     f"rank1_window={cfg.rank1_window}",
-                    f"rank1_block_rows={cfg.rank1_block_rows}"]) + "\n"
+                    f"rank1_block_rows={cfg.rank1_block_rows}",
+                    f"rank1_verify_window_off={RANK1_SWITCH[cfg.rank1_verify_window]}"]) + "\n"
     for i, name, args, pre, _, obs in steps:
         call = gate_conf.call_of(pre, name, args, obs)
         yield _line(i, name, _gate_call(call), _gate_fields(obs, call is not None))

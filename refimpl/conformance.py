@@ -72,7 +72,7 @@ def reference(cfg: GateConfig, rank: int, grant: int) -> GateEngine:
 CALLS = {name_of(GateSpec.do_call_gate), name_of(GateSpec.do_bad_call)}
 READS = {name_of(f) for f in (GateSpec.do_barrier_read, GateSpec.do_big_header_read,
                               GateSpec.do_big_barrier_read, GateSpec.do_block_header_read,
-                              GateSpec.do_block_barrier_read)}
+                              GateSpec.do_block_barrier_read, GateSpec.do_batch_header_read)}
 # steps of the fabric, and faults that only put an entry in a CQ: no rank acts
 WORLD = {name_of(f) for f in (GateSpec.do_transmit, GateSpec.do_deliver, GateSpec.do_lose,
                               GateSpec.do_error_completion, GateSpec.do_stray_completion)}
@@ -655,6 +655,15 @@ BLOCK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
       "verify_blocks": 1, "block_rows": 2}, 0),
     ({"window": 2, "vec_bytes": 24576, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 0,
       "verify_blocks": 1}, 0),
+    # the verify window switched off (DS4_TP_DISABLE_VERIFY_WINDOW): a block's layers are
+    # batch gates, beside decode gates, in two windows with a short last chunk, and faulted
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0, "faults": 0,
+      "verify_blocks": 1, "verify_window": "off"}, 0),
+    ({"window": 2, "vec_bytes": 100, "max_msg": 64, "chain_max": 2, "ops": 1, "big_gates": 0,
+      "big_depth": 2, "faults": 0, "verify_blocks": 1, "block_rows": 2,
+      "verify_window": "off"}, 0),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 1,
+      "verify_blocks": 1, "verify_window": "off"}, 1),
 )
 
 # failing posts and polls (post_failures=1), outside the model too: swept last, one fault a run,
@@ -670,7 +679,8 @@ POST_FAILURE_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
 
 # ranks built with another message cap or receive window (rank1_max_msg, rank1_window), also
 # outside the model: their hellos refuse each other at setup; and verify blocks of other rows
-# (rank1_block_rows), whose headers refuse each other
+# (rank1_block_rows), whose headers refuse each other, and a rank with its verify window
+# switched off (rank1_verify_window), whose batch header its peer's block header refuses
 PER_RANK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
     ({"window": 2, "vec_bytes": 24576, "rank1_max_msg": 24576, "chain_max": 2, "ops": 1,
       "big_gates": 0, "faults": 0}, 0),
@@ -678,6 +688,8 @@ PER_RANK_CONFIGS: tuple[tuple[dict[str, Any], int], ...] = (
       "big_gates": 0, "faults": 0}, 0),
     ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0, "faults": 0,
       "verify_blocks": 1, "rank1_block_rows": 2}, 0),
+    ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0, "faults": 0,
+      "verify_blocks": 1, "rank1_verify_window": "off"}, 0),
 )
 
 

@@ -58,7 +58,12 @@ GATE_RANDOM = ({}, {"window": 2, "ops": 12}, {"window": 2, "ops": 10, "vec_bytes
                {"window": 2, "ops": 10, "vec_bytes": 100, "verify_blocks": 1,
                 "post_failures": 1},
                {"window": 2, "ops": 4, "verify_blocks": 1, "rq_depth": 3},
-               {"window": 2, "ops": 4, "verify_blocks": 1, "rq_depth": 1})
+               {"window": 2, "ops": 4, "verify_blocks": 1, "rq_depth": 1},
+               # verify blocks as batch gates (the window switched off), and a rank apart
+               {"window": 2, "ops": 6, "vec_bytes": 100, "max_msg": 64, "big_depth": 2,
+                "block_rows": 2, "verify_blocks": 1, "verify_window": "off"},
+               {"window": 2, "ops": 4, "vec_bytes": 100, "verify_blocks": 1,
+                "rank1_verify_window": "off"})
 GATE_RUNS, GATE_STEPS, GATE_FAULT_RATE = 40, 2000, 0.02
 TAG_RUNS, TAG_STEPS = 60, 400
 # the allocation failure sweep's tag-matching jobs: a configuration (beyond the spec's

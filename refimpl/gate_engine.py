@@ -26,6 +26,8 @@ from verbspec.spec.gate.state import (
     ARM_BAR_READ,
     ARM_BAR_SEND,
     ARM_POST,
+    BATCH_HDR_READ,
+    BATCH_HDR_SEND,
     BIG_BAR_READ,
     BIG_BAR_SEND,
     BIG_BEGIN,
@@ -72,8 +74,9 @@ _DRIVER_STEP = {
     ARM_POST: ADVANCE, ARM_BAR_SEND: ADVANCE, SEND: ADVANCE, BIG_HDR_SEND: ADVANCE,
     DRAIN_POST: ADVANCE, BIG_BEGIN: ADVANCE, BIG_POST: ADVANCE, BIG_BAR_SEND: ADVANCE,
     BLOCK_HDR_SEND: ADVANCE, BLOCK_POST: ADVANCE, BLOCK_BAR_SEND: ADVANCE, BLOCK_SEND: ADVANCE,
+    BATCH_HDR_SEND: ADVANCE,
     ARM_BAR_READ: READ, BIG_HDR_READ: READ, BIG_BAR_READ: READ, BLOCK_HDR_READ: READ,
-    BLOCK_BAR_READ: READ,
+    BLOCK_BAR_READ: READ, BATCH_HDR_READ: READ,
 }
 CQ_WAITS = (WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END)
 # the phases whose step posts work requests (WAIT's: the repost when the gate is done)
@@ -174,6 +177,7 @@ class GateEngine:
     big_send_done: int = 0
     barrier_tag: int = 0
     in_block: bool = False          # the application's verify block is in progress
+    batching: bool = False          # ... as batch gates (DS4_TP_DISABLE_VERIFY_WINDOW)
     block_active: bool = False      # its receives are armed (after the drain)
     block_layer: int = 0
     block_posted: int = 0
@@ -278,8 +282,23 @@ class GateEngine:
         self._need(IDLE)
         self.in_block = True
         self.block_layer = self.block_posted = self.block_recv_done = 0
-        self.phase = BLOCK_HDR_SEND
+        if self.cfg.verify_window == "off":
+            # the begin returns at once: each layer is a batch gate
+            self.batching = True
+            self._begin_batch(0)
+        else:
+            self.phase = BLOCK_HDR_SEND
         return Emitted()
+
+    def _begin_batch(self, layer: int) -> None:
+        """ds4_tp_batch_gate_exchange outside a verify window: the layer's rows as one
+        big-gate transfer, its seq the next big-gate number, its barrier bytes from 1."""
+        c = self.cfg
+        self.block_layer = layer
+        self.big_no += 1
+        self.big_chunks = -(-(c.block_rows * c.vec_bytes) // c.max_msg)
+        self.big_base = self.barrier_tag = 0
+        self.phase = BATCH_HDR_SEND
 
     def consume(self) -> Emitted:
         """The application has read the gate's in-slot."""
@@ -298,6 +317,7 @@ class GateEngine:
                 BLOCK_HDR_SEND: self._write_block_header, BLOCK_POST: self._arm_block,
                 BLOCK_BAR_SEND: self._block_barrier, BLOCK_SEND: self._block_gate,
                 BLOCK_WAIT: self._block_layer_done, BLOCK_END: self._end_block,
+                BATCH_HDR_SEND: self._write_batch_header,
                 }.get(self.phase)
         if step is None:
             raise EngineError(f"the engine has no step of its own in phase {self.phase}")
@@ -356,8 +376,8 @@ class GateEngine:
                               f"{self.drain_sends}/{n} sends, {self.send_outstanding} "
                               f"outstanding)")
         self.recv_done, self.window_active = self.last_gate_seq, False
-        # a drain starts only once the big-gate or verify-block header is read
-        self.phase = BLOCK_POST if self.in_block else BIG_BEGIN
+        # a drain starts only once the big-gate, verify-block or batch header is read
+        self.phase = BLOCK_POST if self.in_block and not self.batching else BIG_BEGIN
         return Emitted()
 
     def _begin_window(self) -> Emitted:
@@ -385,10 +405,13 @@ class GateEngine:
         return self._big_len_of(self.big_base + i)
 
     def _big_len_of(self, k: int) -> int:
-        """Bytes of the big gate's chunk k."""
-        if k == self.big_chunks - 1 and self.cfg.big_last_bytes:
-            return self.cfg.big_last_bytes
-        return self.cfg.max_msg
+        """Bytes of the transfer's chunk k: a big gate's, or a batch gate's rows."""
+        c = self.cfg
+        if k != self.big_chunks - 1:
+            return c.max_msg
+        if self.batching:
+            return c.block_rows * c.vec_bytes - k * c.max_msg
+        return c.big_last_bytes or c.max_msg
 
     def _big_barrier(self) -> Emitted:
         self.barrier_tag = (self.barrier_tag + 1) & 0xFF
@@ -396,7 +419,7 @@ class GateEngine:
         return Emitted(tcp_out=(TcpItem("byte", self.barrier_tag),))
 
     def _big_progress(self) -> Emitted:
-        """Stage and post the next sub-batch of sends, or, with the window's every receive and
+        """Post the next sub-batch of sends from staging, or, with the window's every receive and
         send complete, move to the next window."""
         room = self._big_room()
         if room > 0:
@@ -409,7 +432,38 @@ class GateEngine:
                 and self.big_send_done >= self.big_win):
             raise EngineError("the big-gate window is neither sendable nor complete")
         self.big_base += self.big_win
-        self.phase = IDLE if self.big_base >= self.big_chunks else BIG_BEGIN
+        if self.big_base < self.big_chunks:
+            self.phase = BIG_BEGIN
+        elif self.batching and self.block_layer + 1 < self.cfg.block_layers:
+            self._begin_batch(self.block_layer + 1)
+        else:
+            # a big gate is over, or a block's last batch gate (its end returns at once)
+            self.in_block = self.batching = False
+            self.phase = IDLE
+        return Emitted()
+
+    def _write_batch_header(self) -> Emitted:
+        self.phase = BATCH_HDR_READ
+        return Emitted(tcp_out=(TcpItem("batch", self.block_layer, self.cfg.block_rows,
+                                        self.big_no),))
+
+    def _read_batch_header(self, item: TcpItem) -> Emitted:
+        """The peer's batch header: its layer, rows and seq must be this rank's. ds4 reads a
+        big-gate header's tag as its rows; a shorter write it never reads whole."""
+        want = (self.block_layer, self.cfg.block_rows, self.big_no)
+        if item.kind == "header":
+            got = (BIG_LAYER, BIG_MAGIC, item.value)
+        elif item.kind == "batch":
+            got = (item.value, item.chunks, item.depth)
+        else:
+            return self._fail(errors.BATCH_HEADER_MISFRAMED(item=item.describe()))
+        if got != want:
+            return self._fail(errors.BATCH_DESYNC(got_layer=got[0], got_rows=got[1],
+                                                  got_seq=got[2], layer=want[0],
+                                                  rows=want[1], seq=want[2]))
+        # no depth in the header: each rank windows by its own
+        self.big_depth = self.cfg.big_window(self.grant)
+        self.phase = DRAIN_POST if self.window_active else BIG_BEGIN
         return Emitted()
 
     # ------------------------------------------------------------------ verify block
@@ -499,7 +553,8 @@ class GateEngine:
     # ------------------------------------------------------------------ inputs
     def tcp_read(self, item: TcpItem) -> Emitted:
         """What a read of the TCP side channel returned, in a phase that reads it."""
-        self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ, BLOCK_BAR_READ)
+        self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ, BLOCK_BAR_READ,
+                   BATCH_HDR_READ)
         first = item.value if item.kind == "byte" else HEADER_MAGIC & 0xFF
         if self.phase == BLOCK_BAR_READ:
             if item.kind != "byte" or item.value != BLOCK_BARRIER:
@@ -508,6 +563,8 @@ class GateEngine:
             return Emitted()
         if self.phase == BLOCK_HDR_READ:
             return self._read_block_header(item)
+        if self.phase == BATCH_HDR_READ:
+            return self._read_batch_header(item)
         if self.phase == ARM_BAR_READ:
             if item.kind != "byte" or item.value != WINDOW_BARRIER:
                 return self._fail(errors.WINDOW_BARRIER_MISMATCH(got=first, want=WINDOW_BARRIER))
@@ -614,7 +671,7 @@ class GateEngine:
         """The wait's deadline passed: a CQ wait's, or a data-socket read's (its receive
         timeout is the gate timeout)."""
         self._need(ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ, BLOCK_BAR_READ,
-                   *CQ_WAITS)
+                   BATCH_HDR_READ, *CQ_WAITS)
         c = self.cfg
         if self.phase == BLOCK_WAIT:
             want = (self.block_layer + 1) * c.block_rows
@@ -626,6 +683,8 @@ class GateEngine:
                 pending=self.send_outstanding))
         if self.phase == BLOCK_HDR_READ:
             return self._fail(errors.BLOCK_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO))
+        if self.phase == BATCH_HDR_READ:
+            return self._fail(errors.BATCH_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO))
         if self.phase == BLOCK_BAR_READ:
             return self._fail(errors.WINDOW_BARRIER_TIMEOUT())
         if self.phase == WAIT:
@@ -653,6 +712,8 @@ class GateEngine:
             return self._fail(text())
         if self.phase == BLOCK_HDR_READ:
             return self._fail(errors.BLOCK_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO))
+        if self.phase == BATCH_HDR_READ:
+            return self._fail(errors.BATCH_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO))
         self._need(BIG_HDR_READ)
         return self._fail(errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=self.big_no,
                                                    reason=errors.PEER_CLOSED_ERRNO))

@@ -130,7 +130,8 @@ class BlockDrainWithoutRendezvous(GateEngine):
 
     def call_block(self) -> Emitted:
         out = super().call_block()
-        self.phase = DRAIN_POST if self.window_active else BLOCK_POST
+        if not self.batching:       # a batch gate's header comes before its drain in ds4 too
+            self.phase = DRAIN_POST if self.window_active else BLOCK_POST
         return out
 
 

@@ -33,6 +33,8 @@ from verbspec.spec.gate.state import (
     ARM_BAR_READ,
     ARM_BAR_SEND,
     ARM_POST,
+    BATCH_HDR_READ,
+    BATCH_HDR_SEND,
     BIG_BAR_READ,
     BIG_BAR_SEND,
     BIG_BEGIN,
@@ -64,13 +66,22 @@ from verbspec.spec.gate.wire import Hello, TcpItem
 PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
           DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
           BIG_BAR_READ, BIG_XFER, BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST, BLOCK_BAR_SEND,
-          BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT, BLOCK_END, FAILED, CRASHED)
+          BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT, BLOCK_END, BATCH_HDR_SEND, BATCH_HDR_READ,
+          FAILED, CRASHED)
 BUFS = ("in", "out", "stage", "blk", "bout")
 STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
-BYTE, HEADER, BLOCK = "byte", "header", "block"     # TcpItem kinds, by VS_GATE_TCP_*
+BYTE, HEADER, BLOCK, BATCH = "byte", "header", "block", "batch"     # TcpItem kinds
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",
                  "slot_step", "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max",
                  "staging_bytes", "big_last_bytes", "block_layers", "block_rows")
+
+
+def config_values(cfg: GateConfig) -> dict[str, int]:
+    """A rank's vs_gate_config, field by field: CONFIG_FIELDS, then the verify-window
+    switch."""
+    out = {f: getattr(cfg, f) for f in CONFIG_FIELDS}
+    out["verify_window_off"] = int(cfg.verify_window == "off")
+    return out
 # vs_gate_wr: wr_id, offset, length (uint64), buf, signaled (int32), native byte order
 WR_LAYOUT = struct.Struct("=QQQii")
 NUL = b"\0"
@@ -95,7 +106,7 @@ class NativeGateEngine:
         self.cfg, self.mod = cfg, mod or module()
         self.ffi, self.lib = self.mod.ffi, self.mod.lib
         if _handle is None:
-            c = self.ffi.new("vs_gate_config *", {f: getattr(cfg, f) for f in CONFIG_FIELDS})
+            c = self.ffi.new("vs_gate_config *", config_values(cfg))
             out = self.ffi.new("vs_gate **")
             err = self.ffi.new("char[]", self.lib.VS_GATE_TEXT)
             if self.lib.vs_gate_create(c, grant, out, err, len(err)):
@@ -147,6 +158,8 @@ class NativeGateEngine:
             return TcpItem(HEADER, t.value, t.chunks, t.depth)
         if t.kind == self.lib.VS_GATE_TCP_BLOCK:
             return TcpItem(BLOCK, t.value, t.chunks)
+        if t.kind == self.lib.VS_GATE_TCP_BATCH:
+            return TcpItem(BATCH, t.value, t.chunks, t.depth)
         return TcpItem(BYTE, t.value)
 
     # ------------------------------------------------------------------ the view
@@ -183,8 +196,8 @@ class NativeGateEngine:
         return self._out(self.lib.vs_gate_advance(self.handle))
 
     def tcp_read(self, item: TcpItem) -> Emitted:
-        kind = {HEADER: self.lib.VS_GATE_TCP_HEADER, BLOCK: self.lib.VS_GATE_TCP_BLOCK}.get(
-            item.kind, self.lib.VS_GATE_TCP_BYTE)
+        kind = {HEADER: self.lib.VS_GATE_TCP_HEADER, BLOCK: self.lib.VS_GATE_TCP_BLOCK,
+                BATCH: self.lib.VS_GATE_TCP_BATCH}.get(item.kind, self.lib.VS_GATE_TCP_BYTE)
         t = self.ffi.new("vs_gate_tcp *", (kind, item.value, item.chunks, item.depth))
         return self._out(self.lib.vs_gate_tcp_read(self.handle, t))
 

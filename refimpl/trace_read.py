@@ -175,8 +175,8 @@ def read_pair(paths: list[str | Path]) -> tuple[RankTrace, RankTrace]:
         raise TraceInputError(f"rank 0 ran {a.protocol}, rank 1 {b.protocol}: not one run")
     diff = sorted(k for k in a.config.keys() | b.config.keys()
                   if a.config.get(k) != b.config.get(k))
-    # a gate rank's message cap, window and block rows are its own: the spec has rank 1's
-    # apart; anything else is one run's only if both ranks ran it
+    # a gate rank's message cap, window, block rows and verify-window switch are its own: the
+    # spec has rank 1's apart; anything else is one run's only if both ranks ran it
     shared = [k for k in diff if a.protocol != "gate" or k not in RANK1_OWN
               or k not in a.config or k not in b.config]
     if shared:

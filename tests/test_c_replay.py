@@ -130,6 +130,32 @@ def test_verify_blocks_of_other_rows_are_refused_through_the_c_driver(drivers):
                           for r in blocks), [r.actions for r in runs]
 
 
+def test_verify_blocks_as_batch_gates_agree_through_the_c_driver(drivers):
+    """The verify window switched off: each layer's batch header, drain and big-gate windows
+    of the layer's rows, the last chunk short."""
+    system, runs = gate_runs({"window": 2, "vec_bytes": 100, "max_msg": 64, "chain_max": 2,
+                              "big_depth": 2, "ops": 3, "big_gates": 0, "verify_blocks": 1,
+                              "block_rows": 2, "verify_window": "off"}, 20, fault_rate=0.01)
+    steps, mismatch = replay_runs(drivers, system, runs)
+    assert mismatch is None, mismatch
+    assert steps == sum(r.steps for r in runs)
+    taken = Counter(a for r in runs for a in r.actions.elements())
+    assert taken["batch_header_read"] >= 10 and taken["big_window_done"] >= 10, taken
+
+
+def test_a_rank_with_its_verify_window_off_is_refused_through_the_c_driver(drivers):
+    """Rank 1's switch reaches its engine through the config line: its batch header meets
+    rank 0's block header, and both reads fail."""
+    system, runs = gate_runs({**GATE_SMALL, "ops": 1, "verify_blocks": 1, "big_gates": 0,
+                              "faults": 0, "rank1_verify_window": "off"}, 10)
+    steps, mismatch = replay_runs(drivers, system, runs)
+    assert mismatch is None, mismatch
+    blocks = [r for r in runs if r.actions["call_block"]]
+    assert blocks and all(r.actions["block_header_read"] == 1
+                          and r.actions["batch_header_read"] == 1 for r in blocks), [
+        r.actions for r in runs]
+
+
 @pytest.mark.parametrize("values", TAGMATCH_CONFIGS[:3], ids=("defaults", "no-offload",
                                                               "offload-small"))
 def test_random_tag_matching_runs_agree_through_the_c_driver(drivers, values):
@@ -260,8 +286,8 @@ def test_a_malformed_trace_file_is_refused_by_name(tmp_path, capsys):
 GATE_CONFIG = ("config vec_bytes=16384 max_msg=16384 window=2 gates_per_token=0 n_slots=64 "
                "slot_start=0 slot_step=1 slot_mask=0 rq_depth=64 sq_depth=64 big_depth=16 "
                "chain_max=4 staging_bytes=1048576 big_last_bytes=0 grant0=64 grant1=4 "
-               "block_layers=2 block_rows=1 rank1_max_msg=0 rank1_window=0 "
-               "rank1_block_rows=0")
+               "block_layers=2 block_rows=1 verify_window_off=0 rank1_max_msg=0 rank1_window=0 "
+               "rank1_block_rows=0 rank1_verify_window_off=0")
 
 
 def _run_script(drivers, protocol: str, tmp_path: Path, script: str
@@ -284,6 +310,11 @@ def _run_script(drivers, protocol: str, tmp_path: Path, script: str
      "line 2: the engine refuses the configuration of rank 0"),
     ("verbspec-replay gate\n" + GATE_CONFIG.replace("rank1_max_msg=0", "rank1_max_msg=100")
      + "\n", "line 2: the engine refuses the configuration of rank 1"),
+    ("verbspec-replay gate\n" + GATE_CONFIG.replace("rank1_verify_window_off=0",
+                                                    "rank1_verify_window_off=3") + "\n",
+     "line 2: rank1_verify_window_off 3: expected 0, 1 or 2"),
+    ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 batch_header_read tcp_read 0 batch 0 1\n",
+     "line 3: tcp_read batch takes 3 arguments, the line gives 2"),
     ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 setup warp 0\n",
      "line 3: unknown call 'warp'"),
     ("verbspec-replay gate\n" + GATE_CONFIG + "\n1 setup setup 2\n",

@@ -51,7 +51,12 @@ from verbspec.spec.gate.state import (
     WAIT,
 )
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.gate.system import BLOCK_ACTIONS, POST_FAILURE_ACTIONS, build
+from verbspec.spec.gate.system import (
+    BATCH_ACTIONS,
+    BLOCK_ACTIONS,
+    POST_FAILURE_ACTIONS,
+    build,
+)
 from verbspec.spec.gate.variants import VARIANTS as GATE_VARIANTS
 from verbspec.spec.gate.wire import TAG_BULK, TcpItem
 
@@ -171,6 +176,16 @@ def test_conform_runs_verify_blocks_where_the_workload_has_them(capsys, tmp_path
                  "verify_blocks=1", "--trace-dir", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["mismatches"] == 0 and set(BLOCK_ACTIONS) <= set(out["actions"])
+    assert out["reached"]["verify_blocks"] >= 1
+
+
+def test_conform_runs_batch_gates_where_the_verify_window_is_switched_off(capsys, tmp_path):
+    assert main(["conform", "--examples", "10", "--quiet", "--json", "--param",
+                 "verify_blocks=1", "--param", "verify_window=off", "--trace-dir",
+                 str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mismatches"] == 0 and set(BATCH_ACTIONS) <= set(out["actions"])
+    assert not set(out["actions"]) & {"block_post", "block_send"}
     assert out["reached"]["verify_blocks"] >= 1
 
 
@@ -332,7 +347,7 @@ CAUGHT = {"no-barrier": ("arm_post", 3, 1), "tag-every-chunk": ("arm_post", 3, 2
           "drain-without-rendezvous": ("call_big", 18, 3),
           "untagged-in-big-window": ("reap", 17, 6),
           "block-drain-without-rendezvous": ("call_block", 2, 9),
-          "unexchanged-config": ("setup", 1, 17)}
+          "unexchanged-config": ("setup", 1, 20)}
 FAST = ("no-barrier", "tag-every-chunk", "signal-last-only")
 # the configurations conform_every_edge sweeps, in its order
 SWEPT = [(v, f) for v, w, f in SWEEP_CONFIGS if not w] + list(

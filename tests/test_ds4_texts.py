@@ -44,7 +44,7 @@ DS4_FUNCTIONS = frozenset({"tp_wc_status_str", "tp_rdma_register_and_exchange",
                            "tp_rdma_drain_decode_window", "tp_rdma_big_gate_exchange",
                            "ds4_tp_big_gate_exchange", "ds4_tp_batch_block_begin",
                            "tp_rdma_block_post_layer", "tp_rdma_block_gate_exchange",
-                           "tp_rdma_post_gate_recv",
+                           "tp_rdma_post_gate_recv", "ds4_tp_batch_gate_exchange",
                            "ds4_tp_batch_block_end", "tp_hello_exchange"})
 
 _PRINTF = re.compile(r"(%[-+ #0]*[0-9]*(?:\.[0-9]+)?(?:hh|h|ll|l|z|j|t)?[diuxXs%])")
@@ -191,6 +191,18 @@ def _block_receive(byte_len: int) -> str:
     return failed_with(system.spec.do_reap(state, 0)[0])
 
 
+# verify blocks run as batch gates (DS4_TP_DISABLE_VERIFY_WINDOW): rank 0 waits for rank 1's
+# batch header of layer 0
+BATCHES = {**BLOCKS, "verify_window": "off"}
+BATCH_READING = (*SETUP, ("call_block", 0), ("batch_header_write", 0))
+
+
+def _batch_header(item: TcpItem) -> str:
+    system = build(BATCHES)
+    state = peer_writes(last_state(system, *BATCH_READING), item)
+    return failed_with(system.spec.do_batch_header_read(state, 0)[0])
+
+
 # Each declared error, driven: (the spec's texts, each with the system it ran on).
 Scenario = Callable[[GateSystem], list[str]]
 SCENARIOS: dict[str, Scenario] = {
@@ -284,6 +296,20 @@ SCENARIOS: dict[str, Scenario] = {
         error_of(build({**BLOCKS, **FAILS}), *BLOCK_ARMED, ("post_fail", 0, 0))],
     "BLOCK_POST_SEND": lambda g: [error_of(build({**BLOCKS, **FAILS}), *BLOCK_ARMED,
                                            ("post_fail", 0, 2))],
+    # another layer, rows or seq; a big-gate header, whose tag ds4 reads as the rows
+    "BATCH_DESYNC": lambda g: [_batch_header(TcpItem("batch", 1, 1, 1)),
+                               _batch_header(TcpItem("batch", 0, 2, 1)),
+                               _batch_header(TcpItem("batch", 0, 1, 2)),
+                               _batch_header(TcpItem("header", 1, 2, 1024))],
+    "BATCH_HEADER_FAILED": lambda g: [
+        error_of(build(BATCHES), *BATCH_READING, ("crash", 1), ("peer_gone", 0)),
+        error_of(build(BATCHES), *BATCH_READING, ("timeout", 0))],
+    # the peer armed its verify window: its barrier byte, or the spec's block header
+    "BATCH_HEADER_MISFRAMED": lambda g: [
+        _batch_header(TcpItem("byte", 0xB5)), error_of(
+            build({**BLOCKS, "rank1_verify_window": "off"}), *SETUP, ("call_block", 0),
+            ("call_block", 1), ("block_header_write", 0), ("batch_header_write", 1),
+            ("batch_header_read", 1))],
 }
 
 # What some scenarios must print, as ds4 would for the same state.
@@ -332,6 +358,16 @@ EXPECTED = {
     "BLOCK_POST_RECV": [f"rdma verify-block post_recv(layer {layer}): Cannot allocate memory"
                         for layer in (0, 1)],
     "BLOCK_POST_SEND": ["rdma verify-block post_send(layer 0): Cannot allocate memory"],
+    "BATCH_DESYNC": [f"batch gate desync: got l={layer} rows={rows} seq={seq}, want l=0 rows=1 "
+                     f"seq=1" for layer, rows, seq in ((1, 1, 1), (0, 2, 1), (0, 1, 2),
+                                                       (0, 0xB16, 1))],
+    "BATCH_HEADER_FAILED": [f"verbspec silent failure: batch gate header read failed: {reason}"
+                            for reason in ("Connection reset by peer",
+                                           "Resource temporarily unavailable")],
+    "BATCH_HEADER_MISFRAMED": [
+        "verbspec silent failure: batch gate header read found byte 0xb5",
+        "verbspec silent failure: batch gate header read found verify-block header (2 layers x "
+        "1 rows)"],
 }
 
 

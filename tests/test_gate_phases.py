@@ -49,6 +49,9 @@ def test_random_runs_take_every_edge_of_the_phase_graph():
                              ({**SMALL, "faults": 0, "verify_blocks": 1}, ()),
                              ({**SMALL, "faults": 0, "verify_blocks": 1},
                               (BLOCK_DRAIN_WITHOUT_RENDEZVOUS.name,)),
+                             # verify blocks as batch gates (the verify window switched off)
+                             ({**SMALL, "faults": 0, "verify_blocks": 1,
+                               "verify_window": "off"}, ()),
                              # big gates of several windows
                              ({**SMALL, "chain_max": 2, "rq_depth": 4, "faults": 0}, ())):
         seen |= walk_edges(values, variants, 40, seed=7)

@@ -19,7 +19,13 @@ from verbspec.proofs.gate.terms import fresh_choice, fresh_params, fresh_state
 from verbspec.proofs.gate.vocabulary import ACTIONS
 from verbspec.proofs.report import DIVERGENCE
 from verbspec.refimpl.cli import main
-from verbspec.spec.gate.system import BLOCK_ACTIONS, INVARIANTS, POST_FAILURE_ACTIONS, build
+from verbspec.spec.gate.system import (
+    BATCH_ACTIONS,
+    BLOCK_ACTIONS,
+    INVARIANTS,
+    POST_FAILURE_ACTIONS,
+    build,
+)
 
 X, Y = z3.BitVec("x", 8), z3.BitVec("y", 8)
 P, Q = z3.Bool("p"), z3.Bool("q")
@@ -89,9 +95,11 @@ def test_compiled_moves_agree_with_z3_on_random_spec_steps():
 def test_the_model_takes_every_spec_step_of_its_configurations():
     ref = refinement.check(cache=refinement.cache_dir())
     assert ref.divergence is None, ref.divergence
-    # every action but lose, the verify block's and the failing posts and polls, which only
-    # wire_loss=1, verify_blocks=1 and post_failures=1 (outside the model's scope) enable
-    assert set(ACTIONS) - set(ref.actions) == {"lose", *BLOCK_ACTIONS, *POST_FAILURE_ACTIONS}
+    # every action but lose, the verify block's (its batch gates too) and the failing posts
+    # and polls, which only wire_loss=1, verify_blocks=1 and post_failures=1 (outside the
+    # model's scope) enable
+    assert set(ACTIONS) - set(ref.actions) == {"lose", *BLOCK_ACTIONS, *BATCH_ACTIONS,
+                                               *POST_FAILURE_ACTIONS}
     assert ref.states > 100_000 and ref.edges > 400_000
     assert "11 configurations" in ref.coverage
 

@@ -10,6 +10,7 @@ from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import build
 from verbspec.spec.gate.wire import TAG_BULK, TAG_WARM
 from verbspec.spec.lts import InvariantViolation, replay
+from verbspec.spec.params import ParamError
 
 PARAMS = {d.name: d.params for d in declared(GateSpec)}
 
@@ -139,7 +140,7 @@ def _drive(system, trace, stop):
         if stop(state):
             return trace
         for act in system.actions:
-            if act.fault or act.name in ("call_gate", "call_big"):
+            if act.fault or act.name in ("call_gate", "call_big", "call_block"):
                 continue
             args = next(iter(act.enabled(state)), None)
             if args is not None:
@@ -148,6 +149,38 @@ def _drive(system, trace, stop):
         else:
             raise AssertionError(f"stuck: {[r.phase for r in state.ranks]}")
     raise AssertionError("did not stop")
+
+
+def test_a_verify_block_with_its_window_switched_off_runs_as_batch_gates():
+    """DS4_TP_DISABLE_VERIFY_WINDOW: the block's begin returns at once and each layer is a
+    batch gate: its header (layer, rows, seq), then big-gate windows of the layer's rows, the
+    last chunk their remainder; after the last layer the block is over, no window armed."""
+    sys_ = build({"verify_blocks": 1, "verify_window": "off", "block_rows": 3,
+                  "vec_bytes": 10000, "big_depth": 1, "chain_max": 4})
+    t = run(sys_, ("setup", 0), ("setup", 1), ("call_block", 0), ("call_block", 1))
+    t = _drive(sys_, t, stop=lambda s: all(r.phase == "idle" for r in s.ranks))
+    headers = [s.obs.tcp_out[0] for s in t.steps
+               if s.action == "batch_header_write" and s.args["rank"] == 0]
+    assert [(h.kind, h.value, h.chunks, h.depth) for h in headers] == [
+        ("batch", 0, 3, 1), ("batch", 1, 3, 2)]
+    recvs = [w.length for s in t.steps if s.action == "big_post_recv" and s.args["rank"] == 0
+             for w in s.obs.recvs]
+    # two layers of 3 x 10000 bytes: 16384 + 13616 each, one chunk a window (big_depth 1)
+    assert recvs == [16384, 13616] * 2
+    end = t.steps[-1].state
+    assert all(r.op == 1 and not r.block_active and not r.window_active for r in end.ranks)
+    assert not any(s.action in ("block_post", "block_send") for s in t.steps)
+    assert sys_.spec.cfgs[0].big_chunk_len(1, 2, batch=True) == 13616
+
+
+def test_each_rank_reads_its_own_verify_window_switch():
+    cfg = build({"verify_blocks": 1, "rank1_verify_window": "off"}).params
+    assert (cfg.of_rank(0).verify_window, cfg.of_rank(1).verify_window) == ("on", "off")
+    assert cfg.of_rank(1).rank1_verify_window == "same"
+    cfg = build({"verify_window": "off", "rank1_verify_window": "on"}).params
+    assert (cfg.of_rank(0).verify_window, cfg.of_rank(1).verify_window) == ("off", "on")
+    with pytest.raises(ParamError, match="rank1_verify_window: 'maybe' is not one of"):
+        build({"rank1_verify_window": "maybe"})
 
 
 def test_gate_order_broke_is_refused_before_any_state_changes(gate_system):

@@ -4,13 +4,14 @@
  *   gate_replay SCRIPT      (SCRIPT "-": standard input)
  *
  * The config line names both ranks' parameters; rank1_max_msg, rank1_window and
- * rank1_block_rows (0: rank 0's) are rank 1's own, and setup hands each rank its peer's
- * window and message cap.
+ * rank1_block_rows (0: rank 0's) and rank1_verify_window_off (0: rank 0's, 1: on, 2: off)
+ * are rank 1's own, and setup hands each rank its peer's window and message cap.
  *
  * Calls, each naming its rank R first:
  *   setup R | call_gate R LAYER GATE SEQ | call_big R CHUNKS | call_block R | consume R
  *   advance R
  *   tcp_read R byte VALUE | tcp_read R header VALUE CHUNKS DEPTH | tcp_read R block LAYERS ROWS
+ *   tcp_read R batch LAYER ROWS SEQ
  *   completions R CQ POLLED OP:STATUS:WR_ID:BYTE_LEN ...   (OP send | recv)
  *   timeout R | peer_closed R | poll_failed R | crash R
  *   post_failed R POSTED    (the step's advance, then its post refused with POSTED work
@@ -23,7 +24,8 @@
  * Fields, in order: recvs, sends, tcp_out, result, log (a count, then log.I each) after a
  * call; then r0.* and r1.* (phase, recv_done, last_gate_seq, window_active,
  * send_outstanding, error) after every step. A work request is WR_ID:BUF:OFFSET:LENGTH:
- * SIGNALED, a TCP write byte:VALUE:0:0, header:VALUE:CHUNKS:DEPTH or block:LAYERS:ROWS:0.
+ * SIGNALED, a TCP write byte:VALUE:0:0, header:VALUE:CHUNKS:DEPTH, block:LAYERS:ROWS:0 or
+ * batch:LAYER:ROWS:SEQ.
  * After post_failed: the advance's receives and sends cut to the first POSTED (receives
  * first), no TCP writes, post_failed's result, and the advance's log lines then
  * post_failed's.
@@ -41,8 +43,8 @@
 static const char *const CONFIG_NAMES[] = {
     "vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start", "slot_step",
     "slot_mask", "rq_depth", "sq_depth", "big_depth", "chain_max", "staging_bytes",
-    "big_last_bytes", "grant0", "grant1", "block_layers", "block_rows", "rank1_max_msg",
-    "rank1_window", "rank1_block_rows",
+    "big_last_bytes", "block_layers", "block_rows", "verify_window_off", "grant0", "grant1",
+    "rank1_max_msg", "rank1_window", "rank1_block_rows", "rank1_verify_window_off",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
 static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "blk", "bout"};
@@ -94,10 +96,13 @@ static void put_emitted(rp_fields *f, const vs_gate_emitted *e)
     rp_field_begin(f, "", "tcp_out");
     for (size_t i = 0; i < e->n_tcp; i++) {
         const vs_gate_tcp *t = &e->tcp_out[i];
-        if (t->kind == VS_GATE_TCP_HEADER || t->kind == VS_GATE_TCP_BLOCK)
+        if (t->kind == VS_GATE_TCP_HEADER || t->kind == VS_GATE_TCP_BLOCK
+            || t->kind == VS_GATE_TCP_BATCH)
             rp_putf(f, "%s%s:%" PRIu64 ":%" PRIu64 ":%" PRIu64, i ? "," : "",
-                    t->kind == VS_GATE_TCP_BLOCK ? "block" : "header", t->value, t->chunks,
-                    t->depth);
+                    t->kind == VS_GATE_TCP_BLOCK   ? "block"
+                    : t->kind == VS_GATE_TCP_BATCH ? "batch"
+                                                   : "header",
+                    t->value, t->chunks, t->depth);
         else
             rp_putf(f, "%sbyte:%" PRIu64 ":0:0", i ? "," : "", t->value);
     }
@@ -253,8 +258,8 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
     } else if (strcmp(name, "tcp_read") == 0) {
         vs_gate_tcp t = {0};
         if (s->ntok < 5)
-            return rp_fail(s, "tcp_read: expected byte VALUE, header VALUE CHUNKS DEPTH or "
-                           "block LAYERS ROWS");
+            return rp_fail(s, "tcp_read: expected byte VALUE, header VALUE CHUNKS DEPTH, "
+                           "block LAYERS ROWS or batch LAYER ROWS SEQ");
         if (strcmp(s->tok[4], "byte") == 0) {
             if (rp_expect_args(s, 5, 1, "tcp_read byte") != 0 ||
                 rp_u64(s, s->tok[5], "byte value", &t.value) != 0)
@@ -273,8 +278,16 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
                 rp_u64(s, s->tok[6], "block rows", &t.chunks) != 0)
                 return -1;
             t.kind = VS_GATE_TCP_BLOCK;
+        } else if (strcmp(s->tok[4], "batch") == 0) {
+            if (rp_expect_args(s, 5, 3, "tcp_read batch") != 0 ||
+                rp_u64(s, s->tok[5], "batch layer", &t.value) != 0 ||
+                rp_u64(s, s->tok[6], "batch rows", &t.chunks) != 0 ||
+                rp_u64(s, s->tok[7], "batch seq", &t.depth) != 0)
+                return -1;
+            t.kind = VS_GATE_TCP_BATCH;
         } else {
-            return rp_fail(s, "tcp_read kind '%s': expected byte, header or block", s->tok[4]);
+            return rp_fail(s, "tcp_read kind '%s': expected byte, header, block or batch",
+                           s->tok[4]);
         }
         *rc = vs_gate_tcp_read(e, &t);
     } else if (strcmp(name, "completions") == 0) {
@@ -351,19 +364,25 @@ static int run(driver *d, rp_script *s, size_t *steps)
         .vec_bytes = v[0], .max_msg = v[1], .window = v[2], .gates_per_token = v[3],
         .n_slots = v[4], .slot_start = v[5], .slot_step = v[6], .slot_mask = v[7],
         .rq_depth = v[8], .sq_depth = v[9], .big_depth = v[10], .chain_max = v[11],
-        .staging_bytes = v[12], .big_last_bytes = v[13], .block_layers = v[16],
-        .block_rows = v[17],
+        .staging_bytes = v[12], .big_last_bytes = v[13], .block_layers = v[14],
+        .block_rows = v[15], .verify_window_off = v[16],
     };
     d->cfg[0] = d->cfg[1] = cfg;
-    if (v[18])
-        d->cfg[1].max_msg = v[18];
     if (v[19])
-        d->cfg[1].window = v[19];
+        d->cfg[1].max_msg = v[19];
     if (v[20])
-        d->cfg[1].block_rows = v[20];
+        d->cfg[1].window = v[20];
+    if (v[21])
+        d->cfg[1].block_rows = v[21];
+    if (v[22] > 2) {
+        rp_fail(s, "rank1_verify_window_off %" PRIu64 ": expected 0, 1 or 2", v[22]);
+        return RP_MALFORMED;
+    }
+    if (v[22])
+        d->cfg[1].verify_window_off = v[22] == 2;
     for (int r = 0; r < 2; r++) {
         char err[VS_GATE_TEXT];
-        if (vs_gate_create(&d->cfg[r], v[14 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {
+        if (vs_gate_create(&d->cfg[r], v[17 + r], &d->rank[r], err, sizeof err) != VS_GATE_OK) {
             rp_fail(s, "the engine refuses the configuration of rank %d: %s", r, err);
             return RP_MALFORMED;
         }

@@ -68,7 +68,7 @@ from verbspec.proofs.gate.vocabulary import (
     State,
 )
 from verbspec.spec.gate import state as gs
-from verbspec.spec.gate.system import BLOCK_ACTIONS, POST_FAILURE_ACTIONS
+from verbspec.spec.gate.system import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS
 
 MoveFn = Callable[[State, Params, int, Choices], Move]
 
@@ -650,7 +650,7 @@ def _outside_the_model(name: str) -> MoveFn:
 
 
 OUTSIDE_THE_MODEL = tuple(_outside_the_model(name)
-                          for name in BLOCK_ACTIONS + POST_FAILURE_ACTIONS)
+                          for name in BLOCK_ACTIONS + BATCH_ACTIONS + POST_FAILURE_ACTIONS)
 
 
 # ---------------------------------------------------------------------------- the table

@@ -218,6 +218,19 @@ BLOCK_TIMEOUT = Message("timeout waiting verify-block gate layer %u (%llu/%llu r
 BLOCK_END_TIMEOUT = Message("verify-block end: %llu/%llu rows received, %u sends pending",
                             ("rows", "want", "pending"), "ds4_tp_batch_block_end", 2224)
 
+# ----------------------------------------------------------------- a batch gate outside a block
+# (DS4_TP_DISABLE_VERIFY_WINDOW): ds4_tp_batch_gate_exchange's header, then a big-gate transfer
+BATCH_DESYNC = Message(
+    "batch gate desync: got l=%u rows=%u seq=%llu, want l=%u rows=%u seq=%llu",
+    ("got_layer", "got_rows", "got_seq", "layer", "rows", "seq"), "ds4_tp_batch_gate_exchange",
+    2257)
+# tp_read_full of the peer's 16-byte header returns 0 without a word: the read timed out or the
+# peer closed, or the peer wrote something else (a barrier byte) and nothing after it
+BATCH_HEADER_FAILED = Message("verbspec silent failure: batch gate header read failed: %s",
+                              ("reason",), "ds4_tp_batch_gate_exchange", 2253, SILENT)
+BATCH_HEADER_MISFRAMED = Message("verbspec silent failure: batch gate header read found %s",
+                                 ("item",), "ds4_tp_batch_gate_exchange", 2253, SILENT)
+
 # ----------------------------------------------------------------- post and poll failures
 # strerror(errno) where a post fails: a full queue (ENOMEM), as the providers report it
 POST_ERRNO = "Cannot allocate memory"

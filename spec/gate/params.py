@@ -100,12 +100,24 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("rank1_block_rows", int, 0,
               "rank 1's own rows of a verify block (0: block_rows); the spec's block header "
               "compares them", lo=0, hi=MAX_QUEUE),
+    ParamSpec("verify_window", str, "on",
+              "on: a verify block arms its own window (ds4_tp_batch_block_begin); off: "
+              "DS4_TP_DISABLE_VERIFY_WINDOW is set, the block's begin returns at once and each "
+              "layer's batch gate exchanges a batch header, drains the decode window and moves "
+              "its rows as a big-gate transfer (ds4_tp_batch_gate_exchange)",
+              choices=("on", "off")),
+    # each rank reads the switch from its own environment, and ds4 never compares them
+    ParamSpec("rank1_verify_window", str, "same",
+              "rank 1's own DS4_TP_DISABLE_VERIFY_WINDOW (same: verify_window)",
+              choices=("same", "on", "off")),
 )
 
 
 # the values each rank has of its own: a parameter, and the parameter that sets rank 1's apart
 RANK1_OWN = {"max_msg": "rank1_max_msg", "window": "rank1_window",
-             "block_rows": "rank1_block_rows"}
+             "block_rows": "rank1_block_rows", "verify_window": "rank1_verify_window"}
+# a rank 1 value that stands for "rank 0's": each such parameter's default
+RANK1_SAME = {p.name: p.default for p in PARAMS if p.name in RANK1_OWN.values()}
 
 
 @dataclass(frozen=True)
@@ -143,14 +155,17 @@ class GateConfig:
     block_layers: int
     block_rows: int
     rank1_block_rows: int
+    verify_window: str
+    rank1_verify_window: str
 
     def of_rank(self, r: int) -> GateConfig:
-        """Rank ``r``'s own configuration: rank 1's message cap, window and block rows where
-        set."""
-        own = replace(self, **{apart: 0 for apart in RANK1_OWN.values()})
+        """Rank ``r``'s own configuration: rank 1's message cap, window, block rows and
+        verify-window switch where set."""
+        own = replace(self, **RANK1_SAME)
         if r == 0:
             return own
-        return replace(own, **{name: getattr(self, apart) or getattr(self, name)
+        return replace(own, **{name: getattr(self, name) if getattr(self, apart)
+                               == RANK1_SAME[apart] else getattr(self, apart)
                                for name, apart in RANK1_OWN.items()})
 
     @property
@@ -183,10 +198,30 @@ class GateConfig:
         """Big-gate window for a granted receive depth: capped by big_depth and staging."""
         return max(1, min(rq_depth, self.big_depth, self.staging_bytes // self.max_msg))
 
-    def big_chunk_len(self, k: int, chunks: int) -> int:
-        """Bytes of chunk k of a big gate of ``chunks`` chunks: whole chunks, the last one
-        short by the transfer's remainder, as ds4 posts and checks them."""
-        return (self.big_last_bytes or self.max_msg) if k == chunks - 1 else self.max_msg
+    def big_chunk_len(self, k: int, chunks: int, batch: bool = False) -> int:
+        """Bytes of chunk k of a big-gate transfer of ``chunks`` chunks (a big gate's, or with
+        ``batch`` a batch gate's): whole chunks, the last one short by the transfer's
+        remainder, as ds4 posts and checks them."""
+        if k != chunks - 1:
+            return self.max_msg
+        if batch:
+            return self.batch_bytes - (self.batch_chunks - 1) * self.max_msg
+        return self.big_last_bytes or self.max_msg
+
+    @property
+    def batch_bytes(self) -> int:
+        """Bytes a batch gate moves outside a verify window: every row's vector."""
+        return self.block_rows * self.vec_bytes
+
+    @property
+    def batch_chunks(self) -> int:
+        """Chunks of a batch gate's transfer, each at most one message."""
+        return -(-self.batch_bytes // self.max_msg)
+
+    @property
+    def batch_path(self) -> bool:
+        """A verify block runs as batch gates (DS4_TP_DISABLE_VERIFY_WINDOW set)."""
+        return self.verify_window == "off"
 
     @property
     def block_wrs(self) -> int:

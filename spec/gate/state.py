@@ -12,7 +12,10 @@ first exchanges a header over TCP, drains the decode window if one is armed (``d
 the third mode of the queue pair: a header exchange over TCP (the spec's rendezvous; ds4 has
 none), the drain, layer 0's receives behind the 0xB5 barrier, then per layer the next layer's
 receives and this layer's sends (``block_send``) and a wait for its rows (``block_wait``), and
-at the end a wait for every row and send (``block_end``). Any live phase may end in ``failed``
+at the end a wait for every row and send (``block_end``). With the verify window switched
+off (``DS4_TP_DISABLE_VERIFY_WINDOW``) a block's layers are batch gates instead: each a batch
+header over TCP (``batch_header_write``, ``batch_header_read``), the drain, and big-gate windows
+of the layer's rows. Any live phase may end in ``failed``
 (a check or a fault the protocol detects) or ``crashed`` (a fault); neither is left again.
 
 Every value is frozen and hashable, so states can be deduplicated and written as ITF traces.
@@ -37,13 +40,14 @@ BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST = (
     "block_header_write", "block_header_read", "block_post")
 BLOCK_BAR_SEND, BLOCK_BAR_READ = "block_barrier_write", "block_barrier_read"
 BLOCK_SEND, BLOCK_WAIT, BLOCK_END = "block_send", "block_wait", "block_end"
+BATCH_HDR_SEND, BATCH_HDR_READ = "batch_header_write", "batch_header_read"
 FAILED, CRASHED = "failed", "crashed"
 
 # phases that poll the CQ
 REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END})
 # phases that read TCP
 TCP_READ_PHASES = frozenset({ARM_BAR_READ, BIG_HDR_READ, BIG_BAR_READ, BLOCK_HDR_READ,
-                             BLOCK_BAR_READ})
+                             BLOCK_BAR_READ, BATCH_HDR_READ})
 BIG_PHASES = frozenset({BIG_BEGIN, BIG_POST, BIG_BAR_SEND, BIG_BAR_READ, BIG_XFER})
 # the phases of an armed verify block (after its drain)
 BLOCK_PHASES = frozenset({BLOCK_POST, BLOCK_BAR_SEND, BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT,
@@ -53,7 +57,8 @@ BLOCK_PHASES = frozenset({BLOCK_POST, BLOCK_BAR_SEND, BLOCK_BAR_READ, BLOCK_SEND
 # dead ends, are reachable from every live phase). steps.py moves a rank only along it.
 NEXT_PHASES: dict[str, frozenset[str]] = {
     INIT: frozenset({IDLE}),
-    IDLE: frozenset({ARM_POST, SEND, DRAIN_POST, BIG_HDR_SEND, BLOCK_HDR_SEND, BLOCK_POST}),
+    IDLE: frozenset({ARM_POST, SEND, DRAIN_POST, BIG_HDR_SEND, BLOCK_HDR_SEND, BLOCK_POST,
+                     BATCH_HDR_SEND}),
     ARM_POST: frozenset({ARM_BAR_SEND, SEND}),
     ARM_BAR_SEND: frozenset({ARM_BAR_READ}),
     ARM_BAR_READ: frozenset({SEND}),
@@ -68,7 +73,7 @@ NEXT_PHASES: dict[str, frozenset[str]] = {
     BIG_POST: frozenset({BIG_BAR_SEND}),
     BIG_BAR_SEND: frozenset({BIG_BAR_READ}),
     BIG_BAR_READ: frozenset({BIG_XFER}),
-    BIG_XFER: frozenset({BIG_BEGIN, IDLE}),
+    BIG_XFER: frozenset({BIG_BEGIN, IDLE, BATCH_HDR_SEND}),
     BLOCK_HDR_SEND: frozenset({BLOCK_HDR_READ}),
     BLOCK_HDR_READ: frozenset({DRAIN_POST, BLOCK_POST}),
     BLOCK_POST: frozenset({BLOCK_BAR_SEND}),
@@ -77,6 +82,8 @@ NEXT_PHASES: dict[str, frozenset[str]] = {
     BLOCK_SEND: frozenset({BLOCK_WAIT}),
     BLOCK_WAIT: frozenset({BLOCK_SEND, BLOCK_END}),
     BLOCK_END: frozenset({IDLE}),
+    BATCH_HDR_SEND: frozenset({BATCH_HDR_READ}),
+    BATCH_HDR_READ: frozenset({DRAIN_POST, BIG_BEGIN}),
     FAILED: frozenset(),
     CRASHED: frozenset(),
 }

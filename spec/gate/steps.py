@@ -24,6 +24,8 @@ from verbspec.spec.gate.state import (
     ARM_BAR_READ,
     ARM_BAR_SEND,
     ARM_POST,
+    BATCH_HDR_READ,
+    BATCH_HDR_SEND,
     BIG_BAR_READ,
     BIG_BAR_SEND,
     BIG_BEGIN,
@@ -136,9 +138,11 @@ class GateSpec:
 
     @cached_property
     def actions(self) -> tuple[Action, ...]:
-        """This configuration's actions: the verify block's only with verify_blocks=1, the
-        failing posts and polls only with post_failures=1 (elsewhere never enabled)."""
-        absent = (BLOCK_ACTIONS * (not self.cfg.verify_blocks)
+        """This configuration's actions: the verify block's only with verify_blocks=1, its
+        batch gates only where a rank's verify window is switched off, the failing posts and
+        polls only with post_failures=1 (elsewhere never enabled)."""
+        batches = self.cfg.verify_blocks and any(c.batch_path for c in self.cfgs)
+        absent = (BLOCK_ACTIONS * (not self.cfg.verify_blocks) + BATCH_ACTIONS * (not batches)
                   + POST_FAILURE_ACTIONS * (not self.cfg.post_failures))
         return tuple(a for a in bind(self) if a.name not in absent)
 
@@ -397,7 +401,7 @@ class GateSpec:
                     rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
                     continue
                 invalid = not 0 <= idx < rk.big_win or idx in rk.big_recvd
-                want = self.cfgs[r].big_chunk_len(rk.big_base + idx, rk.big_chunks)
+                want = self.big_len(s, r, rk.big_base + idx)
                 if untagged or invalid or c.byte_len != want:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     if untagged:
@@ -534,9 +538,11 @@ class GateSpec:
     @action("rank", guard=en_drain_done)
     def do_drain_done(self, s: GateState, r: int):
         rk = s.ranks[r]
-        if s.script[rk.op] == BLOCK_OP:
+        if s.script[rk.op] == BLOCK_OP and not self.cfgs[r].batch_path:
             after = BLOCK_POST
         else:
+            # a big gate's or a batch gate's header is read before the drain but under the
+            # drain-without-rendezvous variant
             after = BIG_BEGIN if rk.hdr_ok else BIG_HDR_SEND
         s = self._put(s, r, recv_done=rk.last_gate_seq, window_active=False, phase=after)
         return s, self._obs(s, r)
@@ -547,10 +553,17 @@ class GateSpec:
 
     @action("rank", guard=en_big_begin)
     def do_big_begin(self, s: GateState, r: int):
+        """Size the next window and, as ds4 does before posting its receives, copy the
+        window's payload into staging: a staging slot an earlier send still reads would be
+        overwritten."""
         rk = s.ranks[r]
         if rk.window_active:
             return self._fail(s, r, errors.BIG_UNAVAILABLE())
         win = min(rk.big_depth, rk.big_chunks - rk.big_base)
+        busy = sorted({w.slot for w in s.fabric.qps[r].sq if w.buf == "stage"} & set(range(win)))
+        if busy:
+            s = self._ghost(s, clobbered=f"rank {r} staged a big-gate window over staging slot "
+                                         f"{busy[0]} while an earlier send still reads it")
         s = self._put(s, r, big_win=win, big_posted=0, big_sent=0, big_send_done=0,
                       big_recvd=frozenset(), phase=BIG_POST)
         return s, self._obs(s, r)
@@ -564,7 +577,7 @@ class GateSpec:
         c, rk = self.cfgs[r], s.ranks[r]
         n = min(c.chain_max, rk.big_win - rk.big_posted)
         wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0,
-                           c.big_chunk_len(rk.big_base + i, rk.big_chunks),
+                           self.big_len(s, r, rk.big_base + i),
                            Payload("big", 1 - r, rk.big_base + i, rk.big_no))
                     for i in range(rk.big_posted, rk.big_posted + n))
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
@@ -610,18 +623,12 @@ class GateSpec:
 
     @action("rank", guard=en_big_send)
     def do_big_send(self, s: GateState, r: int):
-        """Stage the next sub-batch into the staging area and post its sends."""
-        c, rk = self.cfgs[r], s.ranks[r]
+        """Post the next sub-batch of the window's sends from staging."""
+        rk = s.ranks[r]
         n = self._send_room(rk)
         idx = range(rk.big_sent, rk.big_sent + n)
-        busy = {w.slot for w in s.fabric.qps[r].sq if w.buf == "stage"}
-        for i in idx:
-            if i in busy:
-                s = self._ghost(s, clobbered=f"rank {r} restaged staging slot {i} while an "
-                                             f"earlier send still reads it")
-                break
         wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0,
-                           c.big_chunk_len(rk.big_base + i, rk.big_chunks), True,
+                           self.big_len(s, r, rk.big_base + i), True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, big_sent=rk.big_sent + n)
@@ -640,7 +647,15 @@ class GateSpec:
         rk = s.ranks[r]
         held = tuple(h for h in rk.held if h.buf != "stage")
         base = rk.big_base + rk.big_win
-        if base >= rk.big_chunks:
+        if base >= rk.big_chunks and self._batching(s, r):
+            # a batch gate is over: the next layer's, or the block's end, which returns at
+            # once with no verify window armed
+            if rk.block_layer + 1 < self.cfgs[r].block_layers:
+                s = self._put(s, r, held=held, phase=BATCH_HDR_SEND,
+                              **self._batch_begun(r, rk, rk.block_layer + 1))
+            else:
+                s = self._put(s, r, held=held, big_base=base, phase=IDLE, op=rk.op + 1)
+        elif base >= rk.big_chunks:
             s = self._put(s, r, held=held, big_base=base, phase=IDLE, op=rk.op + 1)
         else:
             s = self._put(s, r, held=held, big_base=base, phase=BIG_BEGIN)
@@ -676,6 +691,12 @@ class GateSpec:
         rk = s.ranks[r]
         if rk.op == len(s.script):
             s = evolve(s, script=s.script + (BLOCK_OP,))
+        if self.cfgs[r].batch_path:
+            # DS4_TP_DISABLE_VERIFY_WINDOW: the begin returns at once; each layer is a batch
+            # gate (ds4_tp_batch_gate_exchange)
+            s = self._put(s, r, block_posted=0, block_recv_done=0, phase=BATCH_HDR_SEND,
+                          **self._batch_begun(r, rk, 0))
+            return s, self._obs(s, r)
         if not BLOCK_DRAIN_WITHOUT_RENDEZVOUS.on(self.v):
             phase = BLOCK_HDR_SEND
         else:
@@ -702,13 +723,77 @@ class GateSpec:
         s = evolve(s, fabric=f)
         c = self.cfgs[r]
         if item.kind != "block":
-            return self._fail(s, r, errors.BLOCK_HEADER_MISFRAMED(item=item.describe()),
+            # a batch header: the peer's verify window is switched off, a fault of the ranks'
+            # environment, as ranks built apart are
+            bad = self._faulted(s) if item.kind == "batch" else s
+            return self._fail(bad, r, errors.BLOCK_HEADER_MISFRAMED(item=item.describe()),
                               tcp_in=(item,))
         if (item.value, item.chunks) != (c.block_layers, c.block_rows):
             return self._fail(s, r, errors.BLOCK_HEADER_MISMATCH(
                 layers=c.block_layers, rows=c.block_rows, peer_layers=item.value,
                 peer_rows=item.chunks), tcp_in=(item,))
         s = self._put(s, r, phase=DRAIN_POST if s.ranks[r].window_active else BLOCK_POST)
+        return s, self._obs(s, r, tcp_in=(item,))
+
+    # ------------------------------------------------------------------ batch gates
+    def _batching(self, s: GateState, r: int) -> bool:
+        """Rank ``r`` runs a verify block as batch gates (its verify window switched off)."""
+        return self.cfgs[r].batch_path and s.script[s.ranks[r].op] == BLOCK_OP
+
+    def big_len(self, s: GateState, r: int, k: int) -> int:
+        """Bytes of chunk k of rank ``r``'s big-gate transfer: a big gate's, or a batch
+        gate's rows."""
+        return self.cfgs[r].big_chunk_len(k, s.ranks[r].big_chunks, self._batching(s, r))
+
+    def _batch_begun(self, r: int, rk: Rank, layer: int) -> dict[str, int | bool]:
+        """A batch gate of ``layer`` begins: a big-gate transfer of the layer's rows, its seq
+        the next big-gate number, its barrier bytes counted from 1 again (ds4's per call)."""
+        return {"block_layer": layer, "big_no": rk.big_no + 1,
+                "big_chunks": self.cfgs[r].batch_chunks, "big_base": 0, "hdr_ok": False,
+                "barrier_tag": 0}
+
+    def en_batch_header_write(self, s):
+        return self._phase_is(s, BATCH_HDR_SEND)
+
+    @action("rank", guard=en_batch_header_write)
+    def do_batch_header_write(self, s: GateState, r: int):
+        """ds4_tp_batch_gate_exchange outside a verify window: the header {magic, layer, rows,
+        seq} on the data socket."""
+        rk, c = s.ranks[r], self.cfgs[r]
+        item = TcpItem("batch", rk.block_layer, c.block_rows, rk.big_no)
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, phase=BATCH_HDR_READ)
+        return s, self._obs(s, r, tcp_out=(item,))
+
+    def en_batch_header_read(self, s):
+        return self._tcp_ready(s, BATCH_HDR_READ)
+
+    @action("rank", guard=en_batch_header_read)
+    def do_batch_header_read(self, s: GateState, r: int):
+        """The peer's batch header: magic, layer, rows and seq must be this rank's; then the
+        drain, and big-gate windows each rank sizes by its own receive depth (the header
+        carries none)."""
+        rk, c = s.ranks[r], self.cfgs[r]
+        item, f = fb.tcp_read(s.fabric, r)
+        s = evolve(s, fabric=f)
+        want = (rk.block_layer, c.block_rows, rk.big_no)
+        if item.kind == "header":
+            # a big-gate header: ds4 reads its layer, its tag as the rows, its seq
+            got = (BIG_LAYER, BIG_MAGIC, item.value)
+        elif item.kind == "batch":
+            got = (item.value, item.chunks, item.depth)
+        else:
+            # the spec's block header: the peer armed its verify window (a fault of the ranks'
+            # environment, as above); or a barrier byte
+            bad = self._faulted(s) if item.kind == "block" else s
+            return self._fail(bad, r, errors.BATCH_HEADER_MISFRAMED(item=item.describe()),
+                              tcp_in=(item,))
+        if got != want:
+            return self._fail(s, r, errors.BATCH_DESYNC(
+                got_layer=got[0], got_rows=got[1], got_seq=got[2], layer=want[0], rows=want[1],
+                seq=want[2]), tcp_in=(item,))
+        s = self._put(s, r, hdr_ok=True, big_depth=c.big_window(self.rq_grant[r]),
+                      phase=DRAIN_POST if rk.window_active else BIG_BEGIN)
         return s, self._obs(s, r, tcp_in=(item,))
 
     def _post_block_layer(self, s: GateState, r: int, layer: int
@@ -1006,6 +1091,8 @@ class GateSpec:
             return errors.BIG_BARRIER()
         if rk.phase == BLOCK_HDR_READ:
             return errors.BLOCK_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO)
+        if rk.phase == BATCH_HDR_READ:
+            return errors.BATCH_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO)
         if rk.phase == BLOCK_BAR_READ:
             return errors.WINDOW_BARRIER_TIMEOUT()
         if rk.phase == BLOCK_WAIT:
@@ -1103,8 +1190,7 @@ class GateSpec:
         if rk.phase == DRAIN_WAIT:
             return self._fail(s, r, errors.DRAIN_POLL())
         if rk.phase == BIG_XFER:
-            total = (rk.big_chunks - 1) * c.max_msg + c.big_chunk_len(rk.big_chunks - 1,
-                                                                      rk.big_chunks)
+            total = (rk.big_chunks - 1) * c.max_msg + self.big_len(s, r, rk.big_chunks - 1)
             return self._fail(s, r, errors.BIG_POLL(offset=rk.big_base * c.max_msg, bytes=total,
                                                     reason=errors.POLL_ERRNO))
         return self._fail(s, r, errors.CQ_POLL())
@@ -1141,6 +1227,8 @@ class GateSpec:
             return errors.BIG_BARRIER()
         if rk.phase == BLOCK_HDR_READ:
             return errors.BLOCK_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO)
+        if rk.phase == BATCH_HDR_READ:
+            return errors.BATCH_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO)
         if rk.phase == BLOCK_BAR_READ:
             return errors.WINDOW_BARRIER_CLOSED()
         if rk.phase == BLOCK_WAIT:
@@ -1148,11 +1236,14 @@ class GateSpec:
         raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
 
 
-# the verify block's steps, and the failing posts and polls
+# the verify block's steps, its batch gates, and the failing posts and polls
 BLOCK_ACTIONS = tuple(name_of(f) for f in (
     GateSpec.do_call_block, GateSpec.do_block_header_write, GateSpec.do_block_header_read,
     GateSpec.do_block_post, GateSpec.do_block_barrier_write, GateSpec.do_block_barrier_read,
     GateSpec.do_block_send, GateSpec.do_block_gate_done, GateSpec.do_block_end))
+# a verify block's batch gates, with the verify window switched off
+BATCH_ACTIONS = tuple(name_of(f) for f in (GateSpec.do_batch_header_write,
+                                           GateSpec.do_batch_header_read))
 POST_FAILURE_ACTIONS = (name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail))
 
 

@@ -25,7 +25,7 @@ from verbspec.spec.gate.state import (
     GateState,
     Rank,
 )
-from verbspec.spec.gate.steps import BLOCK_ACTIONS, POST_FAILURE_ACTIONS, GateSpec
+from verbspec.spec.gate.steps import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS, GateSpec
 from verbspec.spec.gate.variants import PROFILES, VARIANTS
 from verbspec.spec.gate.wire import TAG_BULK
 from verbspec.spec.lts import Invariant
@@ -232,5 +232,5 @@ def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem
     return GateSystem(cfg, check_variants(VARIANTS, variants))
 
 
-__all__ = ["BLOCK_ACTIONS", "PARAMS", "POST_FAILURE_ACTIONS", "PROFILES", "VARIANTS",
-           "INVARIANTS", "INVARIANT_DOCS", "PROTOCOL", "GateSystem", "build"]
+__all__ = ["BATCH_ACTIONS", "BLOCK_ACTIONS", "PARAMS", "POST_FAILURE_ACTIONS", "PROFILES",
+           "VARIANTS", "INVARIANTS", "INVARIANT_DOCS", "PROTOCOL", "GateSystem", "build"]

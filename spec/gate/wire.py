@@ -37,13 +37,14 @@ class Hello:
 
 @dataclass(frozen=True)
 class TcpItem:
-    """One write on the TCP side channel: a barrier byte, a big-gate header or a verify-block
-    header."""
+    """One write on the TCP side channel: a barrier byte, a big-gate header, a verify-block
+    header or a batch gate's header."""
 
-    kind: str           # "byte" | "header" | "block"
-    value: int          # the byte, the header's big-gate number, or the block's layers
-    chunks: int = 0     # header: chunks of the big gate; block: rows per layer
-    depth: int = 0      # header: the sender's granted receive depth
+    kind: str           # "byte" | "header" | "block" | "batch"
+    value: int          # the byte, the header's big-gate number, the block's layers, or the
+                        # batch gate's layer
+    chunks: int = 0     # header: chunks of the big gate; block and batch: rows per layer
+    depth: int = 0      # header: the sender's granted receive depth; batch: its seq
 
     def describe(self) -> str:
         """The item as a header read that did not expect it names it."""
@@ -51,4 +52,6 @@ class TcpItem:
             return f"byte 0x{self.value:02x}"
         if self.kind == "block":
             return f"verify-block header ({self.value} layers x {self.chunks} rows)"
+        if self.kind == "batch":
+            return f"batch header (layer {self.value}, {self.chunks} rows, seq {self.depth})"
         return f"header big {self.value} ({self.chunks} chunks)"
