@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from typing import Any
 
 import z3
@@ -138,8 +139,9 @@ def zero_values(cls: type) -> Any:
     return cls(**{f.name: 0 for f in fields(cls)})
 
 
+@cache
 def no_choices() -> Choices:
-    """Choice values, every one 0 (a move that chooses nothing)."""
+    """Choice values, every one 0 (a move that chooses nothing); one frozen value."""
     return Choices((zero_values(Choice), zero_values(Choice)))
 
 

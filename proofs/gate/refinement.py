@@ -25,9 +25,10 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields
+from functools import cache
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import z3
 
@@ -129,35 +130,50 @@ class CompiledModel:
             self.moves[(name, r)] = self._build(name, r)
         return self.moves[(name, r)]
 
-    def view(self, st: Any) -> tuple[list[Any], dict[str, bool]]:
-        """A spec state's abstract values, and the spec's verdict on each invariant there."""
-        return (_values(alpha(self.cfg, st), self.state_masks),
-                {inv.name: inv.check(st) is None for inv in self.state_invs})
+    def view(self, st: Any) -> View:
+        """A spec state's abstract values, whether the spec's invariants all hold there, and
+        the first invariant on which the model's verdict there differs from the spec's."""
+        values = _values(alpha(self.cfg, st), self.state_masks)
+        spec_ok = {inv.name: inv.check(st) is None for inv in self.state_invs}
+        verdicts = zip(self.names, self.props(values), strict=True)
+        wrong = next((f"the spec says {n} {'holds' if spec_ok[n] else 'fails'}, the model "
+                      f"disagrees" for n, ok in verdicts if ok != spec_ok[n]), None)
+        return View(values, all(spec_ok.values()), wrong)
 
-    def edge(self, pre: Any, name: str, args: tuple, a_pre: list[Any], a_post: list[Any],
-             spec_ok: Mapping[str, bool]) -> str | None:
+    def edge(self, pre: Any, name: str, args: tuple, a_pre: list[Any], post: View
+             ) -> str | None:
         """Where one spec step and the model part ways, in words; None if they agree."""
         choice = (_values(step_choices(self.cfg, pre, name, args), self.choice_masks)
                   if name in CHOOSING else self.no_choice)
-        if not self.move(name, args[0])(a_pre + a_post + choice)[0]:
+        if not self.move(name, args[0])(a_pre + post.values + choice)[0]:
             return f"{name}{args} is not a step of the model"
-        verdicts = zip(self.names, self.props(a_post), strict=True)
-        wrong = [n for n, ok in verdicts if ok != spec_ok[n]]
-        if wrong:
-            return (f"after {name}{args} the spec says {wrong[0]} "
-                    f"{'holds' if spec_ok[wrong[0]] else 'fails'}, the model disagrees")
+        if post.wrong is not None:
+            return f"after {name}{args} {post.wrong}"
         return None
+
+
+class View(NamedTuple):
+    """A spec state as the refinement check sees it (computed once per state)."""
+
+    values: list[Any]           # alpha's values, flattened
+    spec_ok: bool               # every invariant of the spec holds
+    wrong: str | None           # where the model's verdicts differ from the spec's
 
 
 def _values(rec: Any, masks: Sequence[int]) -> list[Any]:
     """A record of values (State or Choices), flattened in the order of its ``items()``, each
     value cut to its variable's width (mask 0: a Boolean)."""
     flat = []
-    for f in fields(rec):
-        part = getattr(rec, f.name)
+    for name in _field_names(type(rec)):
+        part = getattr(rec, name)
         for sub in part if isinstance(part, tuple) else (part,):
             flat.extend(vars(sub).values())
     return [v & m if m else bool(v) for v, m in zip(flat, masks, strict=True)]
+
+
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 def _path(parent: Mapping[Any, Any], system: Any, last: Any, variants: Sequence[str]
@@ -180,12 +196,13 @@ def check_config(values: Mapping[str, Any], variants: Sequence[str] = (), max_fa
     model = CompiledModel(values, variants)
     system = model.system
     acts = [a for a in system.actions if not a.fault or system.params.faults]
-    seen: dict[Any, tuple[list[Any], dict[str, bool]]] = {}
+    seen: dict[Any, View] = {}
 
-    def view(st: Any) -> tuple[list[Any], dict[str, bool]]:
-        if st not in seen:
-            seen[st] = model.view(st)
-        return seen[st]
+    def view(st: Any) -> View:
+        got = seen.get(st)
+        if got is None:
+            got = seen[st] = model.view(st)
+        return got
 
     init = system.initial()
     # a node is a state and the fault actions taken to reach it (at most max_faults)
@@ -195,7 +212,7 @@ def check_config(values: Mapping[str, Any], variants: Sequence[str] = (), max_fa
         nxt = []
         for node in frontier:
             pre, faults = node
-            a_pre = view(pre)[0]
+            a_pre = view(pre).values
             for act in acts:
                 if act.fault and faults >= max_faults:
                     continue
@@ -203,8 +220,8 @@ def check_config(values: Mapping[str, Any], variants: Sequence[str] = (), max_fa
                     post, obs = act.apply(pre, *args)
                     edges += 1
                     taken.add(act.name)
-                    a_post, spec_ok = view(post)
-                    bad = model.edge(pre, act.name, args, a_pre, a_post, spec_ok)
+                    seen_post = view(post)
+                    bad = model.edge(pre, act.name, args, a_pre, seen_post)
                     key = (post, faults + act.fault)
                     if bad is not None:
                         parent.setdefault(key, (node, act.name, args, obs))
@@ -214,7 +231,7 @@ def check_config(values: Mapping[str, Any], variants: Sequence[str] = (), max_fa
                     if key in parent:
                         continue
                     parent[key] = (node, act.name, args, obs)
-                    if all(spec_ok.values()):
+                    if seen_post.spec_ok:
                         nxt.append(key)
                     if len(parent) > MAX_STATES:
                         raise RuntimeError(f"refinement configuration {dict(values)} "
@@ -228,14 +245,13 @@ def first_divergence(trace: Trace) -> tuple[int, str] | None:
     model, or after which the model's verdicts are not the spec's; None if every step is."""
     model = CompiledModel(trace.params, trace.variants)
     steps = trace.steps
-    a_pre = model.view(steps[0].state)[0]
+    a_pre = model.view(steps[0].state).values
     for i, (pre, step) in enumerate(zip(steps, steps[1:], strict=False), start=1):
-        a_post, spec_ok = model.view(step.state)
-        bad = model.edge(pre.state, step.action, tuple(step.args.values()), a_pre, a_post,
-                         spec_ok)
+        post = model.view(step.state)
+        bad = model.edge(pre.state, step.action, tuple(step.args.values()), a_pre, post)
         if bad is not None:
             return i, bad
-        a_pre = a_post
+        a_pre = post.values
     return None
 
 
