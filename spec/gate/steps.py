@@ -12,7 +12,7 @@ prints one, filled from the state as ds4 fills it; otherwise a text marked as th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 
 from verbspec.spec import fabric as fb
@@ -401,7 +401,7 @@ class GateSpec:
                     rk = evolve(rk, recv_done=max(rk.recv_done, c.wr_id))
                     continue
                 invalid = not 0 <= idx < rk.big_win or idx in rk.big_recvd
-                want = self.big_len(s, r, rk.big_base + idx)
+                want = self.big_lens(s, r)(rk.big_base + idx)
                 if untagged or invalid or c.byte_len != want:
                     s = evolve(s, ranks=set_item(s.ranks, r, rk))     # keep what was reaped
                     if untagged:
@@ -576,8 +576,8 @@ class GateSpec:
         """Post the next chain (at most chain_max) of the window's staging receives."""
         c, rk = self.cfgs[r], s.ranks[r]
         n = min(c.chain_max, rk.big_win - rk.big_posted)
-        wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0,
-                           self.big_len(s, r, rk.big_base + i),
+        length = self.big_lens(s, r)
+        wrs = tuple(RecvWR(TAG_BULK | (i + 1), "stage", i, 0, length(rk.big_base + i),
                            Payload("big", 1 - r, rk.big_base + i, rk.big_no))
                     for i in range(rk.big_posted, rk.big_posted + n))
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
@@ -627,8 +627,8 @@ class GateSpec:
         rk = s.ranks[r]
         n = self._send_room(rk)
         idx = range(rk.big_sent, rk.big_sent + n)
-        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0,
-                           self.big_len(s, r, rk.big_base + i), True,
+        length = self.big_lens(s, r)
+        wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0, length(rk.big_base + i), True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
         s = self._put(s, r, big_sent=rk.big_sent + n)
@@ -740,10 +740,11 @@ class GateSpec:
         """Rank ``r`` runs a verify block as batch gates (its verify window switched off)."""
         return self.cfgs[r].batch_path and s.script[s.ranks[r].op] == BLOCK_OP
 
-    def big_len(self, s: GateState, r: int, k: int) -> int:
-        """Bytes of chunk k of rank ``r``'s big-gate transfer: a big gate's, or a batch
+    def big_lens(self, s: GateState, r: int) -> Callable[[int], int]:
+        """Bytes of each chunk k of rank ``r``'s big-gate transfer: a big gate's, or a batch
         gate's rows."""
-        return self.cfgs[r].big_chunk_len(k, s.ranks[r].big_chunks, self._batching(s, r))
+        c, chunks, batch = self.cfgs[r], s.ranks[r].big_chunks, self._batching(s, r)
+        return lambda k: c.big_chunk_len(k, chunks, batch)
 
     def _batch_begun(self, r: int, rk: Rank, layer: int) -> dict[str, int | bool]:
         """A batch gate of ``layer`` begins: a big-gate transfer of the layer's rows, its seq
@@ -1190,7 +1191,7 @@ class GateSpec:
         if rk.phase == DRAIN_WAIT:
             return self._fail(s, r, errors.DRAIN_POLL())
         if rk.phase == BIG_XFER:
-            total = (rk.big_chunks - 1) * c.max_msg + self.big_len(s, r, rk.big_chunks - 1)
+            total = (rk.big_chunks - 1) * c.max_msg + self.big_lens(s, r)(rk.big_chunks - 1)
             return self._fail(s, r, errors.BIG_POLL(offset=rk.big_base * c.max_msg, bytes=total,
                                                     reason=errors.POLL_ERRNO))
         return self._fail(s, r, errors.CQ_POLL())
