@@ -47,6 +47,20 @@ static const char *const CONFIG_NAMES[] = {
     "rank1_max_msg", "rank1_window", "rank1_block_rows", "rank1_verify_window_off",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
+
+/* tcp_read's kinds of item: the words after the kind fill value, chunks and depth in turn */
+typedef struct {
+    const char *name;
+    int32_t kind;
+    size_t n;
+    const char *what[3];
+} tcp_kind;
+static const tcp_kind TCP_KINDS[] = {
+    {"byte", VS_GATE_TCP_BYTE, 1, {"byte value"}},
+    {"header", VS_GATE_TCP_HEADER, 3, {"header value", "header chunks", "header depth"}},
+    {"block", VS_GATE_TCP_BLOCK, 2, {"block layers", "block rows"}},
+    {"batch", VS_GATE_TCP_BATCH, 3, {"batch layer", "batch rows", "batch seq"}},
+};
 static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "blk", "bout"};
 
 typedef struct {
@@ -260,35 +274,22 @@ static int call(driver *d, rp_script *s, int *rc, vs_gate **who, FILE *out)
         if (s->ntok < 5)
             return rp_fail(s, "tcp_read: expected byte VALUE, header VALUE CHUNKS DEPTH, "
                            "block LAYERS ROWS or batch LAYER ROWS SEQ");
-        if (strcmp(s->tok[4], "byte") == 0) {
-            if (rp_expect_args(s, 5, 1, "tcp_read byte") != 0 ||
-                rp_u64(s, s->tok[5], "byte value", &t.value) != 0)
-                return -1;
-            t.kind = VS_GATE_TCP_BYTE;
-        } else if (strcmp(s->tok[4], "header") == 0) {
-            if (rp_expect_args(s, 5, 3, "tcp_read header") != 0 ||
-                rp_u64(s, s->tok[5], "header value", &t.value) != 0 ||
-                rp_u64(s, s->tok[6], "header chunks", &t.chunks) != 0 ||
-                rp_u64(s, s->tok[7], "header depth", &t.depth) != 0)
-                return -1;
-            t.kind = VS_GATE_TCP_HEADER;
-        } else if (strcmp(s->tok[4], "block") == 0) {
-            if (rp_expect_args(s, 5, 2, "tcp_read block") != 0 ||
-                rp_u64(s, s->tok[5], "block layers", &t.value) != 0 ||
-                rp_u64(s, s->tok[6], "block rows", &t.chunks) != 0)
-                return -1;
-            t.kind = VS_GATE_TCP_BLOCK;
-        } else if (strcmp(s->tok[4], "batch") == 0) {
-            if (rp_expect_args(s, 5, 3, "tcp_read batch") != 0 ||
-                rp_u64(s, s->tok[5], "batch layer", &t.value) != 0 ||
-                rp_u64(s, s->tok[6], "batch rows", &t.chunks) != 0 ||
-                rp_u64(s, s->tok[7], "batch seq", &t.depth) != 0)
-                return -1;
-            t.kind = VS_GATE_TCP_BATCH;
-        } else {
+        const tcp_kind *k = NULL;
+        for (size_t i = 0; i < sizeof TCP_KINDS / sizeof TCP_KINDS[0]; i++)
+            if (strcmp(s->tok[4], TCP_KINDS[i].name) == 0)
+                k = &TCP_KINDS[i];
+        if (k == NULL)
             return rp_fail(s, "tcp_read kind '%s': expected byte, header, block or batch",
                            s->tok[4]);
-        }
+        char label[32];
+        snprintf(label, sizeof label, "tcp_read %s", k->name);
+        uint64_t *field[3] = {&t.value, &t.chunks, &t.depth};
+        if (rp_expect_args(s, 5, k->n, label) != 0)
+            return -1;
+        for (size_t i = 0; i < k->n; i++)
+            if (rp_u64(s, s->tok[5 + i], k->what[i], field[i]) != 0)
+                return -1;
+        t.kind = k->kind;
         *rc = vs_gate_tcp_read(e, &t);
     } else if (strcmp(name, "completions") == 0) {
         if (s->ntok < 6)

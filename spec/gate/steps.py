@@ -172,6 +172,13 @@ class GateSpec:
         g = s.ghost
         return evolve(s, ghost=evolve(g, **{k: getattr(g, k) + (v,) for k, v in add.items()}))
 
+    def _write(self, s: GateState, r: int, item: TcpItem, **changes
+               ) -> tuple[GateState, Observation]:
+        """Rank ``r`` writes ``item`` on its TCP stream, and its state takes ``changes``."""
+        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
+        s = self._put(s, r, **changes)
+        return s, self._obs(s, r, tcp_out=(item,))
+
     def _faulted(self, s: GateState) -> GateState:
         return s if s.ghost.faulted else evolve(s, ghost=evolve(s.ghost, faulted=True))
 
@@ -309,9 +316,7 @@ class GateSpec:
     @action("rank", guard=en_barrier_write)
     def do_barrier_write(self, s: GateState, r: int):
         item = TcpItem("byte", WINDOW_BARRIER)
-        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, phase=ARM_BAR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
+        return self._write(s, r, item, phase=ARM_BAR_READ)
 
     def _tcp_ready(self, s: GateState, phase: str):
         return ((r,) for r in (0, 1)
@@ -477,9 +482,7 @@ class GateSpec:
     def do_big_header_write(self, s: GateState, r: int):
         rk = s.ranks[r]
         item = TcpItem("header", rk.big_no, rk.big_chunks, self.rq_grant[r])
-        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, phase=BIG_HDR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
+        return self._write(s, r, item, phase=BIG_HDR_READ)
 
     def en_big_header_read(self, s):
         return self._tcp_ready(s, BIG_HDR_READ)
@@ -594,9 +597,7 @@ class GateSpec:
         rk = s.ranks[r]
         tag = (rk.barrier_tag + 1) & 0xFF
         item = TcpItem("byte", tag)
-        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, barrier_tag=tag, phase=BIG_BAR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
+        return self._write(s, r, item, barrier_tag=tag, phase=BIG_BAR_READ)
 
     def en_big_barrier_read(self, s):
         return self._tcp_ready(s, BIG_BAR_READ)
@@ -710,9 +711,7 @@ class GateSpec:
     @action("rank", guard=en_block_header_write)
     def do_block_header_write(self, s: GateState, r: int):
         item = TcpItem("block", self.cfgs[r].block_layers, self.cfgs[r].block_rows)
-        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, phase=BLOCK_HDR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
+        return self._write(s, r, item, phase=BLOCK_HDR_READ)
 
     def en_block_header_read(self, s):
         return self._tcp_ready(s, BLOCK_HDR_READ)
@@ -762,9 +761,7 @@ class GateSpec:
         seq} on the data socket."""
         rk, c = s.ranks[r], self.cfgs[r]
         item = TcpItem("batch", rk.block_layer, c.block_rows, rk.big_no)
-        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, phase=BATCH_HDR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
+        return self._write(s, r, item, phase=BATCH_HDR_READ)
 
     def en_batch_header_read(self, s):
         return self._tcp_ready(s, BATCH_HDR_READ)
@@ -831,9 +828,7 @@ class GateSpec:
     @action("rank", guard=en_block_barrier_write)
     def do_block_barrier_write(self, s: GateState, r: int):
         item = TcpItem("byte", BLOCK_BARRIER)
-        s = evolve(s, fabric=fb.tcp_write(s.fabric, r, item))
-        s = self._put(s, r, phase=BLOCK_BAR_READ)
-        return s, self._obs(s, r, tcp_out=(item,))
+        return self._write(s, r, item, phase=BLOCK_BAR_READ)
 
     def en_block_barrier_read(self, s):
         return self._tcp_ready(s, BLOCK_BAR_READ)
