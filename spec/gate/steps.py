@@ -544,8 +544,8 @@ class GateSpec:
         if s.script[rk.op] == BLOCK_OP and not self.cfgs[r].batch_path:
             after = BLOCK_POST
         else:
-            # a big gate's or a batch gate's header is read before the drain but under the
-            # drain-without-rendezvous variant
+            # a big gate's or a batch gate's header comes before the drain, but a big gate's
+            # after it under the drain-without-rendezvous variant
             after = BIG_BEGIN if rk.hdr_ok else BIG_HDR_SEND
         s = self._put(s, r, recv_done=rk.last_gate_seq, window_active=False, phase=after)
         return s, self._obs(s, r)
