@@ -751,9 +751,11 @@ def conform_every_edge(factory: Factory, impl: str,
     base = [(values, faults) for values, variants, faults in CONFIGS if not variants]
     base += LOSS_CONFIGS + BLOCK_CONFIGS + POST_FAILURE_CONFIGS + PER_RANK_CONFIGS
     out = Report(impl, "gate", sweep=new_sweep())
+    names: set[str] = set()     # the actions of the configurations swept, together
     for values, faults in base:
         system = build(values)
-        out.actions_total = max(out.actions_total, len(system.actions))
+        names |= {a.name for a in system.actions}
+        out.actions_total = len(names)
         if tally(out, GateHarness(system, factory).every_edge(faults), len(base), keep_going,
                  progress):
             break

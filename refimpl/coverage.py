@@ -246,7 +246,18 @@ GATE_EDGES = (({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_ga
               ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0,
                 "faults": 1, "post_failures": 1}, 1),
               ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0,
-                "faults": 1, "post_failures": 1, "verify_blocks": 1}, 1))
+                "faults": 1, "post_failures": 1, "verify_blocks": 1}, 1),
+              # verify blocks as batch gates: after a decode gate, with a fault a run, and
+              # ranks apart in their rows or in the switch
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 2, "big_gates": 0,
+                "faults": 0, "verify_blocks": 1, "verify_window": "off"}, 0),
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0,
+                "faults": 1, "verify_blocks": 1, "verify_window": "off"}, 1),
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0,
+                "faults": 0, "verify_blocks": 1, "verify_window": "off",
+                "rank1_block_rows": 2}, 0),
+              ({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 1, "big_gates": 0,
+                "faults": 0, "verify_blocks": 1, "rank1_verify_window": "off"}, 0))
 
 
 def _tests(mods: dict[str, ModuleType], tests: Path, note: Callable[[str], None]) -> int:

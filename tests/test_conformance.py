@@ -83,9 +83,11 @@ def test_the_reference_engine_conforms(values):
 def test_every_action_but_wire_loss_reaches_the_engines():
     seen = Counter()
     # and verify blocks (without faults, which would end most runs before a block's end),
-    # then with failing posts and polls: their actions only such workloads have
+    # then with failing posts and polls, then as batch gates: their actions only such
+    # workloads have
     blocks = {"window": 2, "ops": 10, "vec_bytes": 100, "verify_blocks": 1}
-    for values in (*CONFIGS, {**blocks, "faults": 0}, {**blocks, "post_failures": 1}):
+    for values in (*CONFIGS, {**blocks, "faults": 0}, {**blocks, "post_failures": 1},
+                   {**blocks, "faults": 0, "verify_window": "off"}):
         for r in runs(build(values), n=40, fault_rate=0.05):
             assert r.mismatch is None, str(r.mismatch)
             seen.update(r.actions)
@@ -331,11 +333,11 @@ def test_conform_exhaustive_covers_every_action(capsys, tmp_path):
     assert main(["conform", "--exhaustive", "--quiet", "--json",
                  "--trace-dir", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == len(SWEPT) == 19
+    assert out["mismatches"] == 0 and out["exhaustive"]["configs"] == len(SWEPT) == 23
     assert out["edges_covered"] == out["edges_total"] == out["exhaustive"]["edges"] > 400_000
     assert out["exhaustive"]["depth"] == PATH_DEPTH and out["exhaustive"]["paths"] > 10_000
     assert set(out["actions"]) == set(action_names(GateSpec))
-    assert out["actions_covered"] == out["actions_total"] == len(action_names(GateSpec)) == 40
+    assert out["actions_covered"] == out["actions_total"] == len(action_names(GateSpec)) == 42
 
 
 # each variant's engine against the base spec: the action and step (breadth first, so on a

@@ -6,6 +6,7 @@ ds4's texts verbatim, compiles warning-free, and runs clean under AddressSanitiz
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import json
 import os
@@ -41,7 +42,15 @@ from verbspec.refimpl.gate_engine import (
     EngineError,
     GateEngine,
 )
-from verbspec.refimpl.native_gate import BUFS, NOT_BUILT, PHASES, NativeGateEngine, factory
+from verbspec.refimpl.native_gate import (
+    BUFS,
+    NOT_BUILT,
+    PHASES,
+    NativeGateEngine,
+    config_values,
+    factory,
+)
+from verbspec.spec import fabric as fb
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import ARM_POST, IDLE
@@ -579,6 +588,41 @@ def test_a_refused_configuration_needs_no_error_buffer(gate_lib):
     err = ffi.new("char[]", b"untouched")
     assert lib.vs_gate_create(cfg, 0, out, err, 0) == lib.VS_GATE_REFUSED
     assert ffi.string(err) == b"untouched" and out[0] == ffi.NULL
+
+
+@pytest.mark.parametrize("item", [TcpItem("header", 1, 2, 1024), TcpItem("batch", 1, 1, 1),
+                                  TcpItem("batch", 0, 2, 1), TcpItem("batch", 0, 1, 2),
+                                  TcpItem("byte", 0xB5)],
+                         ids=("big-header", "layer", "rows", "seq", "byte"))
+@pytest.mark.parametrize("impl", ["refimpl", "native"])
+def test_a_batch_header_read_fails_as_the_spec_does(gate_lib, impl, item):
+    """What a batch gate's header read may meet beyond what the sweeps reach: a big-gate
+    header (its tag read as rows), another layer, rows or seq, a barrier byte; each engine
+    fails as the spec's step does, with its text."""
+    system = build({"verify_blocks": 1, "verify_window": "off"})
+    state = system.initial()
+    for name, args in (("setup", (0,)), ("setup", (1,)), ("call_block", (0,)),
+                       ("batch_header_write", (0,))):
+        state, _ = next(a for a in system.actions if a.name == name).apply(state, *args)
+    state = dataclasses.replace(state, fabric=fb.tcp_write(state.fabric, 1, item))
+    _, obs = system.spec.do_batch_header_read(state, 0)
+    cfg, grant = system.spec.cfgs[0], system.spec.rq_grant[0]
+    engine = (GateEngine(cfg, grant) if impl == "refimpl"
+              else NativeGateEngine(cfg, grant, gate_lib))
+    engine.setup()
+    engine.call_block()
+    assert engine.advance().tcp_out == (TcpItem("batch", 0, 1, 1),)
+    assert engine.tcp_read(item).result == obs.result != ""
+
+
+def test_the_verify_window_switch_is_0_or_1(gate_lib):
+    ffi, lib = gate_lib.ffi, gate_lib.lib
+    out = ffi.new("vs_gate **")
+    err = ffi.new("char[]", lib.VS_GATE_TEXT)
+    values = {**config_values(BLK), "verify_window_off": 2}
+    assert lib.vs_gate_create(ffi.new("vs_gate_config *", values), 0, out, err,
+                              len(err)) == lib.VS_GATE_REFUSED
+    assert "verify_window_off must be 0 or 1" in ffi.string(err).decode()
 
 
 def test_a_mask_schedule_over_64_slots_or_more_is_taken(gate_lib):
