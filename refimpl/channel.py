@@ -158,11 +158,21 @@ class GateChannel:
         self.log = self.log or sys.stderr
         self._profile = [[0.0, 0.0, 0], [0.0, 0.0, 0]] if os.environ.get(PROFILE_ENV) else None
         self._trace = bool(os.environ.get(TRACE_ENV))
-        # the hello is the connection's, as the queue pair's address is: not a traced item
+        # the hello's bytes are the connection's, as the queue pair's address is: not traced
+        # items; the engine's setup, which compares the peer's hello, is the traced call
+        # "connect", so a refused hello shows as that call's failed result
         peer = self._hello()
-        if self.trace is not None:
-            self.device, self.side = self.trace.device(self.device), self.trace.side(self.side)
-        self._apply(self.engine.setup(peer))
+        if self.trace is None:
+            self._apply(self.engine.setup(peer))
+            return
+        self.device, self.side = self.trace.device(self.device), self.trace.side(self.side)
+        try:
+            self.trace.call("connect", {"peer_window": peer.window,
+                                      "peer_max_msg": peer.max_msg},
+                            lambda: self._apply(self.engine.setup(peer)))
+        except GateError:
+            self.trace.end()        # the caller gets no channel to close
+            raise
 
     def _hello(self) -> Hello:
         """Send this rank's receive window and message cap, and return the peer's (the engine

@@ -5,8 +5,11 @@ for one execution of the spec's closed two-rank system (spec/gate/system.py) who
 show exactly what the ranks recorded, in each rank's recorded order: every recorded call,
 post, completion polled, TCP item written or read, and result (with its exact error text) is
 the observation of a spec step taken from the state reached, and the spec's own fabric steps
-(``transmit``, ``deliver``) and the rank's silent steps (``setup``, ``consume``,
-``drain_done``, ``big_begin``, ``big_window_done``) are inserted between them. It is the
+(``transmit``, ``deliver``) and the rank's silent steps (``consume``, ``drain_done``,
+``big_begin``, ``big_window_done``; ``setup`` too in a trace without a ``connect`` call) are
+inserted between them. A ``connect`` call is the spec's setup step, whose hello comparison
+the call's recorded peer values must agree with; a run whose hello failed on the side
+channel itself records no call. It is the
 conformance harness read backwards: there the spec chooses the steps and an implementation
 is asked; here the implementation's record chooses them and the spec is asked.
 
@@ -48,6 +51,7 @@ from verbspec.spec.actions import name_of
 from verbspec.spec.gate.params import PARAMS, make_config
 from verbspec.spec.gate.state import (
     IDLE,
+    INIT,
     REAP_PHASES,
     TCP_READ_PHASES,
     CQEView,
@@ -65,9 +69,9 @@ from verbspec.spec.values import evolve
 TRANSMIT, DELIVER, REAP, CALL_GATE, BAD_CALL, CALL_BIG = (
     name_of(f) for f in (GateSpec.do_transmit, GateSpec.do_deliver, GateSpec.do_reap,
                          GateSpec.do_call_gate, GateSpec.do_bad_call, GateSpec.do_call_big))
-DRAIN_DONE, TIMEOUT, PEER_GONE, CRASH = (
+DRAIN_DONE, TIMEOUT, PEER_GONE, CRASH, SETUP = (
     name_of(f) for f in (GateSpec.do_drain_done, GateSpec.do_timeout, GateSpec.do_peer_gone,
-                         GateSpec.do_crash))
+                         GateSpec.do_crash, GateSpec.do_setup))
 WORLD = {TRANSMIT, DELIVER, name_of(GateSpec.do_lose)}
 CALLS = {CALL_GATE, BAD_CALL, CALL_BIG}
 # what the workload parameters become: the run's own calls are the workload
@@ -369,6 +373,9 @@ class GateValidator:
         self.in_call[r] = True
         name, args = e.data["name"], e.data["args"]
         self.call_name[r] = name
+        if name == "connect":
+            self._connect(r, e, args)
+            return
         if not self.s.ranks[r].alive or name == "close":
             # a failed channel refuses every call, and close takes no protocol step
             self.expect_error[r] = None
@@ -408,6 +415,19 @@ class GateValidator:
         else:
             raise Violation(r, e, f"the gate library has no call {name!r}")
         self.expect_error[r] = obs.result or None
+
+    def _connect(self, r: int, e: Event, args: dict[str, Any]) -> None:
+        """The channel's connect call: the spec's setup step, which compares the peer's hello (the
+        one the rank recorded receiving must be the peer's configuration)."""
+        if self.s.ranks[r].phase != INIT:
+            raise Violation(r, e, "a connect call after the rank was set up", self._allowed(r))
+        peer = self.spec.cfgs[1 - r].hello
+        got = (args.get("peer_window"), args.get("peer_max_msg"))
+        if got != (peer.window, peer.max_msg):
+            raise Violation(r, e, f"the rank recorded its peer's hello as window {got[0]}, "
+                                  f"message cap {got[1]}; rank {1 - r} began with window "
+                                  f"{peer.window}, message cap {peer.max_msg}")
+        self.expect_error[r] = self._step(SETUP, r).result or None
 
     def _calls(self, r: int) -> str:
         found = [f"{n}{args[1:]}" for n in (CALL_GATE, CALL_BIG, BAD_CALL)

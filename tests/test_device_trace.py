@@ -254,9 +254,10 @@ def test_truncated_line_names_rank_and_line(gate_run, tmp_path, capsys):
 
 def test_missing_key_and_bad_begin_are_refused(gate_run, tmp_path):
     lines = _lines(gate_run, 0)
-    assert lines[2]["ev"] == "post_recv"
-    del lines[2]["wrs"]
-    with pytest.raises(TraceInputError, match="rank 0 line 3: a post_recv line without wrs"):
+    at = next(i for i, x in enumerate(lines) if x["ev"] == "post_recv")
+    del lines[at]["wrs"]
+    with pytest.raises(TraceInputError,
+                       match=f"rank 0 line {at + 1}: a post_recv line without wrs"):
         read_pair([_write(tmp_path / "a", 0, lines, gate_run)])
     lines = _lines(gate_run, 0)
     lines[0]["config"]["window"] = 0
@@ -337,7 +338,8 @@ def test_no_barrier_engine_is_rejected_at_its_first_send(tmp_path):
         else:
             os.environ[device_trace.TRACE_ENV] = old
     rep = validate_gate(read_pair([tmp_path / "nb" / device_trace.GATE]))
-    assert not rep.ok and rep.line == 4
+    # begin, connect and its result, the gate's call, its receives, then its send
+    assert not rep.ok and rep.line == 6
     assert json.loads(rep.event)["ev"] == "post_send"
     assert "barrier_write" in rep.allowed and "tcp_write" in rep.allowed
 
@@ -469,6 +471,42 @@ def test_a_run_of_ranks_with_their_own_block_rows_is_validated(tmp_path):
     rep = validate_gate((a, b))
     assert rep.ok, rep.message
     assert rep.gates == [50, 50] and rep.drains == [1, 1]
+
+
+@pytest.fixture(scope="module")
+def apart_run(tmp_path_factory) -> Path:
+    """Ranks built with different receive windows: each refuses the other's hello."""
+    d = tmp_path_factory.mktemp("apart-run")
+    out = _record(d, _gates_big_gates, (4, 4), gate_config({**SMALL, "rank1_window": 8}))
+    assert all("tp hello: peer's receive window" in o.error for o in out), out
+    return d / device_trace.GATE
+
+
+def test_a_refused_hello_is_a_recorded_setup_that_validates(apart_run):
+    setup = [[x for x in _lines(apart_run, r) if x["ev"] in ("call", "result")]
+             for r in (0, 1)]
+    assert setup[0][0] == {"ev": "call", "name": "connect",
+                           "args": {"peer_window": 8, "peer_max_msg": 16384}}
+    assert setup[0][1]["error"] == ("verbspec safety rule: tp hello: peer's receive window "
+                                    "8 != 16")
+    assert setup[1][0]["args"]["peer_window"] == 16 and not setup[1][1]["ok"]
+    rep = validate_gate(read_pair([apart_run]))
+    assert rep.ok, rep.message
+    assert rep.actions == {"setup": 2} and rep.recorded_steps == 6
+
+
+@pytest.mark.parametrize("change", ["hello", "error"])
+def test_a_changed_setup_is_rejected(apart_run, tmp_path, change):
+    lines = _lines(apart_run, 0)
+    i = next(k for k, x in enumerate(lines) if x["ev"] == "call")
+    if change == "hello":
+        lines[i]["args"]["peer_window"] = 16
+        rep = _reject(apart_run, tmp_path, 0, lines, i + 1)
+        assert "rank 1 began with window 8" in rep.message
+    else:
+        lines[i + 1]["error"] = lines[i + 1]["error"].replace("8 != 16", "4 != 16")
+        rep = _reject(apart_run, tmp_path, 0, lines, i + 2)
+        assert "receive window 8 != 16" in rep.message
 
 
 def test_ranks_that_differ_in_a_shared_value_are_refused(gate_run, tmp_path):

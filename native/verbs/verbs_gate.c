@@ -618,8 +618,12 @@ static int setup(rank_t *r)
         if (r->trace == NULL)
             return fail(r, "cannot write the trace %s: %s", o->ep.trace, strerror(errno));
         trace_begin(r);
+        fprintf(r->trace, "{\"ev\": \"call\", \"name\": \"connect\", \"args\": {\"peer_window\": %"
+                PRIu64 ", \"peer_max_msg\": %" PRIu64 "}}\n", r->peer_window, r->peer_max_msg);
     }
-    return drive(r);                /* the engine's setup */
+    int rc = drive(r);              /* the engine's setup */
+    trace_result(r, rc == 0);
+    return rc;
 }
 
 static void teardown(rank_t *r)

@@ -55,7 +55,7 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
         return {st for st in s.status if st >= 0}
 
     def mpi_order(pre: State, name: str, args: tuple, post: State, obs: StepObs):
-        if not isinstance(obs, StepObs):
+        if not isinstance(obs, StepObs) or not (obs.matches or obs.probe):
             return None
         taken = matched_mids(post)
         order = {mid: i for i, mid in enumerate(post.arrived)}
@@ -80,7 +80,7 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
         return None
 
     def non_overtaking(pre: State, name: str, args: tuple, post: State, obs: StepObs):
-        if not isinstance(obs, StepObs):
+        if not isinstance(obs, StepObs) or not obs.matches:
             return None
         taken = matched_mids(post)
         for rid, mid in obs.matches:
@@ -93,7 +93,7 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
         return None
 
     def match_once(pre: State, name: str, args: tuple, post: State, obs: StepObs):
-        if not isinstance(obs, StepObs):
+        if not isinstance(obs, StepObs) or not (obs.matches or obs.cancelled):
             return None
         taken = matched_mids(pre)
         for rid, mid in obs.matches:
