@@ -9,9 +9,9 @@ the observation of a spec step taken from the state reached, and the spec's own 
 ``big_begin``, ``big_window_done``; ``setup`` too in a trace without a ``connect`` call) are
 inserted between them. A ``connect`` call is the spec's setup step, whose hello comparison
 the call's recorded peer values must agree with; a run whose hello failed on the side
-channel itself records no call. It is the
-conformance harness read backwards: there the spec chooses the steps and an implementation
-is asked; here the implementation's record chooses them and the spec is asked.
+channel itself records no call. It is the conformance harness read backwards: there the spec
+chooses the steps and an implementation is asked; here the implementation's record chooses
+them and the spec is asked.
 
 How the interleaving is found. Each rank's own steps are fixed by its phase and its next
 recorded event; what is left to choose is when the other rank steps and when the fabric
