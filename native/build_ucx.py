@@ -1,6 +1,7 @@
 """The cffi builder (API mode) of the UCX tag-matching shim: ``native/ucx_tag_shim.c`` linked
 with UCX (``-lucp -lucs``) into ``verbspec.native._ucx_shim``, for the conformance adapter
-``refimpl/ucx_tagmatch.py``. Like the engines it is optional: where UCX's headers are missing
+``refimpl/bindings/ucx_tagmatch.py``. Like the engines it is optional: where UCX's headers are
+missing
 (Debian: ``apt install libucx-dev``) its compile fails and ``pip install -e .`` goes on without
 it (setup.py). Paths are relative to the project root, where setup.py runs.
 

@@ -1,6 +1,6 @@
 /* The gate engine: one rank of ds4's gate window protocol, sans I/O (see gate_engine.h).
  *
- * The same machine as the reference engine refimpl/gate_engine.py, written from the protocol:
+ * The same machine as the reference engine refimpl/engines/gate_engine.py, written from the protocol:
  * the conformance harness holds both to the spec step by step. Error texts are ds4's formats
  * (spec/gate/errors.py declares each one; the native tests check every declared format is
  * written here verbatim), filled with snprintf into the engine's own buffers.

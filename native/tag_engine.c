@@ -1,4 +1,4 @@
-/* The tag-matching engine in C (tag_engine.h): refimpl/tagmatch_engine.py's machine, call for
+/* The tag-matching engine in C (tag_engine.h): refimpl/engines/tagmatch_engine.py's machine, call for
  * call.
  *
  * Data layout. Messages (by mid, a fixed number) and receives (by rid, growing by doubling)
@@ -40,7 +40,7 @@
 #pragma GCC optimize("no-tree-slp-vectorize")
 #endif
 
-/* VS_MUTANT N compiles in a single deliberate fault (tests/test_native_tag.py's mutants). */
+/* VS_MUTANT N compiles in a single deliberate fault (tests/bindings/test_native_tag.py's mutants). */
 #ifndef VS_MUTANT
 #define VS_MUTANT 0
 #endif

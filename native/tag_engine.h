@@ -1,7 +1,7 @@
 /* The tag-matching engine in C: the endpoints of one tag-matching job (its senders and the
  * receiver, with the receiver's NIC when tag matching is offloaded), sans I/O.
  *
- * The same machine as refimpl/tagmatch_engine.py's TagMatchEngine: each call is one protocol
+ * The same machine as refimpl/engines/tagmatch_engine.py's TagMatchEngine: each call is one protocol
  * step. It returns VS_TAG_OK, or VS_TAG_REFUSED with the engine unchanged and the reason
  * readable by vs_tag_error (the reference engine's EngineError text), or VS_TAG_NOMEM with the
  * engine unchanged. What the step emitted is in vs_tag_emitted(engine), valid until the next

@@ -1,5 +1,5 @@
 /* UCX's tag matching driven one call at a time, for the tag-matching conformance adapter
- * (refimpl/ucx_tagmatch.py). One vs_ucx is one UCX context and worker with an endpoint to
+ * (refimpl/bindings/ucx_tagmatch.py). One vs_ucx is one UCX context and worker with an endpoint to
  * itself per sender over the self transport: a send on sender k's endpoint reaches the same
  * worker's tag matching within the call, so the order of sends is the order of arrivals.
  *

@@ -85,7 +85,7 @@ def rxe_guest(rxe_scratch):
     """One qemu guest with soft-RoCE devices for the whole session, the checkout and
     ``rxe_scratch`` shared at their own paths (docs/verbs.md). Skips, naming what is missing,
     unless VERBSPEC_REQUIRE_RXE=1; a guest that does not boot is an error, not a skip."""
-    from verbspec.refimpl import rxe_guest as rg
+    from verbspec.refimpl.rxe import guest as rg
 
     try:
         image = rg.prepare()

@@ -1,6 +1,6 @@
 /* verbs_gate: one rank of the gate protocol over a real UC queue pair, the C gate engine
  * (native/gate_engine.h) driven over libibverbs, with the TCP connection as the protocol's side
- * channel (barrier bytes and big-gate headers, as refimpl/side_channel.py writes them).
+ * channel (barrier bytes and big-gate headers, as refimpl/transport/side_channel.py writes them).
  *
  *   verbs_gate --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
  *

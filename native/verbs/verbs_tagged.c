@@ -4,7 +4,7 @@
  *
  *   verbs_tagged --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
  *
- * The wire is refimpl/tagged.py's, byte for byte (docs/verbs.md, "The tagged program"): every
+ * The wire is refimpl/library/tagmatch_endpoint.py's, byte for byte (docs/verbs.md, "The tagged program"): every
  * message is a SEND of a 60-byte header (magic "VSTM", kind, source, communicator, tag, per-peer
  * sequence number, message id, length, the sender's count of reposted buffers, the payload's
  * CRC-32, the header's own CRC-32) into one of the bounce buffers the peer keeps posted. Eager
@@ -22,12 +22,12 @@
  * engine's steps. This rank's own sends take the ids sender * messages + k the peer's engine
  * expects.
  *
- * The run is the demo's tagged part (refimpl/demo.py): rounds of three phases over every size,
+ * The run is the demo's tagged part (refimpl/cli/demo.py): rounds of three phases over every size,
  * both ranks sending and receiving: receives naming source and tag posted before the sends;
  * receives with ANY_SOURCE and ANY_TAG posted after every message arrived (a probe); receives
  * with ANY_TAG posted before. Every payload is a pattern keyed by (rank, message) and is
  * checked word by word. --trace FILE writes the device trace in the format TaggedEndpoint
- * writes (refimpl/device_trace.py); --json prints the outcome. Exit 0: every payload
+ * writes (refimpl/transport/device_trace.py); --json prints the outcome. Exit 0: every payload
  * verified; 1: the run failed (the reason on stderr); 2: bad arguments; 3: the rank left on
  * purpose (--exit-after, how the tests kill a peer mid-run). */
 #include <errno.h>
@@ -46,7 +46,7 @@
 #include "verbs_common.h"
 #include "verbs_qp.h"
 
-#define HDR_BYTES 60u               /* refimpl/tagged.py's HEADER: "<IB3xiiiQQQQII" */
+#define HDR_BYTES 60u               /* refimpl/library/tagmatch_endpoint.py's HEADER: "<IB3xiiiQQQQII" */
 #define HELLO_BYTES 28u             /* HELLO: "<IIiIIII" */
 #define REGION_BYTES 32u            /* a rendezvous region's announcement */
 #define MSG_MAGIC UINT32_C(0x4D545356)      /* "VSTM" */
@@ -67,7 +67,7 @@
 enum { K_EAGER = 1, K_RTS = 2, K_FIN = 3 };
 static const char *const KIND_NAME[4] = {"?", "eager", "rts", "fin"};
 
-/* work request ids, as refimpl/tagged.py numbers them: the kind in the top bits, an index
+/* work request ids, as refimpl/library/tagmatch_endpoint.py numbers them: the kind in the top bits, an index
  * below (a bounce buffer's receive is its slot number) */
 #define WR_SEND (UINT64_C(1) << 60)
 #define WR_READ (UINT64_C(2) << 60)
@@ -212,7 +212,7 @@ static uint64_t get_le(const uint8_t *p, int n)
 }
 
 /* CRC-32 as zlib computes it (reflected, polynomial 0xEDB88320), so headers and payload checks
- * agree with refimpl/tagged.py's. */
+ * agree with refimpl/library/tagmatch_endpoint.py's. */
 static void crc_init(uint32_t *table)
 {
     for (uint32_t i = 0; i < 256; i++) {

@@ -12,7 +12,7 @@ consequence of the inductive invariant.
 
 The model is a counter abstraction: per rank it keeps the protocol's own variables at their
 real widths and, for the fabric, counts instead of queues, plus stream positions (see
-vocabulary.Rank). It is written separately from the spec; tests/test_gate_z3.py replays
+vocabulary.Rank). It is written separately from the spec; tests/proofs/test_gate_z3.py replays
 random runs of the executable spec through abstraction.alpha and checks every step against
 moves.move, every invariant verdict against the model's property of the same name, and every
 strengthening invariant on every state the runs reach.
