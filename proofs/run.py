@@ -56,7 +56,7 @@ class Options:
 
 # `verbspec check`'s bounded checks of a protocol whose proof runs beside them: a cross-check
 # of what the proof covers, sized so that the whole job on the defaults fits in two minutes on
-# two cores (docs/architecture.md, "Measured"); `--thorough` keeps the Options defaults
+# two cores (docs/benchmarks.md, "The main job"); `--thorough` keeps the Options defaults
 BESIDE_A_PROOF: dict[str, int] = {"examples": 30, "fault_free_max_states": 10_000,
                                   "one_fault_max_states": 10_000, "walks": 10}
 

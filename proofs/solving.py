@@ -54,7 +54,8 @@ def strategy(ctx: z3.Context, tactic: str = "blast") -> z3.Tactic:
     under if-then-else: simplifying with sums normalised and if-then-else pushed into the
     bit-vector terms lets equal sums cancel, then the equalities are solved away and the rest
     bit-blasted to SAT ("blast"; measured at the defaults against z3's default strategy: see
-    docs/gate-proofs.md). "bounds" first propagates unsigned bounds through the bit-vector
+    docs/benchmarks.md, "The gate prover"). "bounds" first propagates unsigned bounds through the
+    bit-vector
     terms: a bound on a sum of counters that a step only lowers then follows from the bounds
     of its terms, which bit-blasting the adders finds slowly."""
     norm = z3.With("simplify", som=True, push_ite_bv=True, ctx=ctx)

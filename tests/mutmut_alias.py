@@ -1,4 +1,5 @@
-"""A pytest plugin for the mutation run (pyproject's ``[tool.mutmut]``, docs/conformance.md):
+"""A pytest plugin for the mutation run (pyproject's ``[tool.mutmut]``,
+docs/conformance-internals.md):
 mutmut copies the two reference engines to ``mutants/refimpl/engines/`` and names each mutant by
 that path (``refimpl.engines.gate_engine...``), while the suite imports them as
 ``verbspec.refimpl.engines.*``. Loaded

@@ -106,7 +106,7 @@ def _free(*records: Any) -> list[z3.ExprRef]:
 # Consecution asks one query per (C, action) for all the strengthening invariants the action
 # touches together: cheaper than one each, except for these actions, where a query per lemma
 # is cheaper: reap, deliver and call_big split over kinds of message and completion, and the
-# two send moves touch most of the lemmas at once (see docs/gate-proofs.md, "Measured").
+# two send moves touch most of the lemmas at once (see docs/benchmarks.md, "Per query").
 SPLIT_ACTIONS = (REAP_STEP, DELIVER_STEP, CALL_BIG_STEP, GATE_SEND_STEP, BIG_SEND_STEP)
 
 Case = tuple[str, z3.BoolRef]
@@ -140,7 +140,7 @@ def _window_done_cases(s: State, r: int) -> list[Case]:
     return [("last window", last), ("earlier window", z3.Not(last))]
 
 
-# The queries that cost less case by case than whole (docs/gate-proofs.md, "Measured"):
+# The queries that cost less case by case than whole (docs/benchmarks.md, "Per query"):
 # reap's big_window_shape, counters_exact and completions_behind (its other invariants cost
 # more so), call_gate's, and big_window_done's strengthening invariants (its shared query).
 CASES: dict[str, CaseSplit] = {

@@ -1,5 +1,6 @@
 """The mutation run's tests (``mutmut run``, configured in pyproject's ``[tool.mutmut]``;
-docs/conformance.md, "Mutation run"): the reference engines in lockstep with the spec, random
+docs/conformance-internals.md, "Mutation run"): the reference engines in lockstep with the spec,
+random
 runs at fixed seeds and every edge of small configurations, each a second or two on an idle
 core, so that each mutant's run takes seconds. The file name keeps it out of the default
 suite's collection; ``pytest -n 0 tests/conformance/mutation_focus.py`` runs it against the
