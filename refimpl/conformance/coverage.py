@@ -45,7 +45,7 @@ WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc"
 ENGINES = {"gate": ("gate", "gate_engine.c", "_gate_engine_coverage"),
            "tagmatch": ("tag", "tag_engine.c", "_tag_engine_coverage")}
 # the native tests that drive the installed build; the rest build engines of their own
-TEST_FILES = ("test_native_gate.py", "test_native_tag.py")
+TEST_FILES = ("bindings/test_native_gate.py", "bindings/test_native_tag.py")
 OWN_BUILDS = ("not asan and not mutant and not every_bucket_is_shared and not warning_free "
               "and not globals")
 # the drive: random runs per configuration, steps per run, the rate of faults (gate)

@@ -499,7 +499,7 @@ def sanitized_run(tmp: Path) -> subprocess.CompletedProcess:
                           text=True).stdout.strip()
     require("native", None if os.path.isabs(asan) else "the compiler has no libasan")
     driver = tmp / "driver.py"
-    driver.write_text(DRIVER.format(configs=CONFIGS, tests=str(ROOT / "tests")))
+    driver.write_text(DRIVER.format(configs=CONFIGS, tests=str(Path(__file__).resolve().parent)))
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
                UBSAN_OPTIONS="print_stacktrace=1")
     return subprocess.run([sys.executable, str(driver), str(path), "_tag_engine_sanitized"],

@@ -12,8 +12,8 @@ import pytest
 
 from verbspec.proofs.report import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
 from verbspec.proofs.traces import write_trace
+from verbspec.refimpl.cli import main as cli
 from verbspec.refimpl.cli.main import main
-from verbspec.refimpl.cli.main import main as cli
 from verbspec.spec import protocols
 from verbspec.spec.lts import run_step, start_trace
 from verbspec.spec.tagmatch import system as ts

@@ -31,7 +31,8 @@ import time
 
 from mpi4py import MPI
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the cases are shared with the tests in tests/ (tagmatch_cases.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tagmatch_cases import oracle_case  # noqa: E402
 
 FENCE = 32000

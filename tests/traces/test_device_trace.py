@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verbspec.refimpl.cli.main import main as cli
+from verbspec.refimpl.cli import main as cli
 from verbspec.refimpl.engines.gate_variants import NoBarrier
 from verbspec.refimpl.library.gate_channel import GateChannel, gate_config, regions_for
 from verbspec.refimpl.library.sim_pair import close_channel, run_pair, run_ranks
