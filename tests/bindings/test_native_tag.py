@@ -483,7 +483,7 @@ for values in SWEEP_CONFIGS[:2]:
     steps += sw.edges
     if sw.mismatch:
         sys.exit(f"mismatch: {{sw.mismatch}}")
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {shared!r}]
 from test_native_tag import STRESS, differential
 for seed in range(2):
     steps += differential(lambda cfg: NativeTagEngine(cfg, mod), STRESS, seed, 1500)
@@ -499,7 +499,8 @@ def sanitized_run(tmp: Path) -> subprocess.CompletedProcess:
                           text=True).stdout.strip()
     require("native", None if os.path.isabs(asan) else "the compiler has no libasan")
     driver = tmp / "driver.py"
-    driver.write_text(DRIVER.format(configs=CONFIGS, tests=str(Path(__file__).resolve().parent)))
+    here = Path(__file__).resolve().parent
+    driver.write_text(DRIVER.format(configs=CONFIGS, tests=str(here), shared=str(here.parent)))
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
                UBSAN_OPTIONS="print_stacktrace=1")
     return subprocess.run([sys.executable, str(driver), str(path), "_tag_engine_sanitized"],
