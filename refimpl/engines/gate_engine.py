@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from verbspec.refimpl.engines.common import EngineError
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
@@ -82,10 +83,6 @@ CQ_WAITS = (WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END)
 # the phases whose step posts work requests (WAIT's: the repost when the gate is done)
 POSTING = frozenset({ARM_POST, SEND, WAIT, DRAIN_POST, BIG_POST, BIG_XFER, BLOCK_POST,
                      BLOCK_SEND})
-
-
-class EngineError(Exception):
-    """A call the engine cannot take in its phase: a harness or driver bug, not a verdict."""
 
 
 @dataclass(frozen=True)
