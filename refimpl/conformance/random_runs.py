@@ -25,13 +25,15 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings, target
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 
 from verbspec.proofs.explore import hypothesis_storage, without_local_constants
+from verbspec.refimpl.conformance.lockstep import ConformanceReport, Harness, Run
+from verbspec.spec.lts import Trace
 
 Moves = list[tuple[str, dict[str, Any]]]
 
@@ -54,35 +56,34 @@ def swarms(draw: Callable[..., Any], optional: Sequence[str], profiles: int) -> 
     return Swarm(off, draw(st.integers(0, profiles - 1)) if profiles > 1 else 0)
 
 
-class RunLike(Protocol):
-    steps: int
-    mismatch: Any
-    actions: Any
-    trace: Any
-    reached: dict[str, int]
-
-
-class Harness(Protocol):
-    def follow(self, moves: Moves, lenient: bool = False) -> Any: ...
-
-
-class Tally(Protocol):
-    sequences: int
-    steps: int
-    actions: Any
-    reached: dict[str, int]
-
-    def record(self, mismatch: Any, trace: Any, keep_going: bool) -> bool: ...
-
-
 class _Stop(Exception):
     """Ends the Hypothesis run: a mismatch was kept, or ``each`` said stop."""
 
 
-def random_runs(out: Tally, harness: Harness, run: Callable[[random.Random, Swarm], RunLike],
-                *, optional: Sequence[str], profiles: int, sequences: int, seed: int,
-                shrink_seconds: float, progress: Callable[[str], None] | None,
-                every: int, each: Callable[[Any], bool] | None, keep_going: bool) -> None:
+def conform_runs(harness: Harness, impl: str, run: Callable[[random.Random, Swarm], Run], *,
+                 optional: Sequence[str], profiles: int, sequences: int, seed: int,
+                 shrink_seconds: float, progress: Callable[[str], None] | None, every: int,
+                 each: Callable[[Run], bool] | None, keep_going: bool,
+                 unobserved: dict[str, str] | None = None) -> ConformanceReport:
+    """A protocol's random lockstep runs (see ``random_runs``) in a report of
+    implementation ``impl`` against ``harness``'s system, timed; ``unobserved``: what the
+    implementation does not show, and why."""
+    system = harness.system
+    out = ConformanceReport(impl, system.protocol, actions_total=len(system.actions),
+                            unobserved=dict(unobserved or {}))
+    t0 = time.perf_counter()
+    random_runs(out, harness, run, optional=optional, profiles=profiles, sequences=sequences,
+                seed=seed, shrink_seconds=shrink_seconds, progress=progress, every=every,
+                each=each, keep_going=keep_going)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def random_runs(out: ConformanceReport, harness: Harness,
+                run: Callable[[random.Random, Swarm], Run], *, optional: Sequence[str],
+                profiles: int, sequences: int, seed: int, shrink_seconds: float,
+                progress: Callable[[str], None] | None, every: int,
+                each: Callable[[Run], bool] | None, keep_going: bool) -> None:
     """Up to ``sequences`` runs, each ``run(generator, swarm)`` as Hypothesis draws them
     (seeded with ``seed``), tallied into ``out``; a mismatching run is reduced (for at most
     ``shrink_seconds``) and kept, and ends the runs unless ``keep_going``. ``each`` sees every
@@ -125,12 +126,12 @@ def random_runs(out: Tally, harness: Harness, run: Callable[[random.Random, Swar
         hyp_seed(seed)(test)()
 
 
-def moves_of(trace: Any) -> Moves:
+def moves_of(trace: Trace) -> Moves:
     """A trace's recorded moves, as ``follow`` takes them."""
     return [(s.action, dict(s.args)) for s in trace.steps[1:]]
 
 
-def shortest(harness: Harness, run: RunLike, seconds: float) -> RunLike:
+def shortest(harness: Harness, run: Run, seconds: float) -> Run:
     """A run with the same mismatch (the same action differing in the same field) in as few
     steps as chunk deletion finds within ``seconds``: delete a chunk of the moves, replay the
     rest leniently (a move the spec no longer has enabled is skipped), keep the result if it

@@ -27,27 +27,19 @@ saying why. ``refimpl.ucx_tagmatch`` is one: UCX's own tag matching.
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
 from typing import Any, Protocol
 
-from verbspec.refimpl.conformance.gate import (
-    HAZARD_PREFIX,
+from verbspec.refimpl.conformance import lockstep
+from verbspec.refimpl.conformance.lockstep import (
     SHRINK_SECONDS,
-    PathSweep,
-    Report,
+    ConformanceReport,
+    Harness,
+    Planned,
     Run,
-    Sweep,
-    every_edge,
-    every_path,
-    lockstep,
-    new_sweep,
-    recorded,
-    resolve_module,
-    tally,
 )
-from verbspec.refimpl.conformance.random_runs import Swarm, random_runs
+from verbspec.refimpl.conformance.random_runs import Swarm, conform_runs
 from verbspec.refimpl.engines.observes import EMITTED_FIELDS, Observes
 from verbspec.refimpl.engines.tagmatch_engine import (
     EAGER,
@@ -216,13 +208,14 @@ def call_of(system: TagMatchSystem, pre: State, name: str, args: tuple
     return method, tuple(args[:n])
 
 
-class TagmatchHarness:
+class TagmatchHarness(Harness):
     """Lockstep runs of the spec's tag-matching system with one implementation of its
     endpoints."""
 
+    system: TagMatchSystem
+
     def __init__(self, system: TagMatchSystem, factory: Factory = reference):
-        self.system = system
-        self.factory = factory
+        super().__init__(system, factory)
         self.observes = observes(factory)
         why = self.observes.declines(system.params)
         if why is not None:
@@ -267,8 +260,9 @@ class TagmatchHarness:
                          for a in self.system.actions if a.name in OWN
                          for args in a.enabled(s))
 
-    def _step(self, impl: TagImpl, pre: State, name: str, args: tuple, post: State,
+    def check(self, impl: TagImpl, pre: State, name: str, args: tuple, post: State,
               obs: Any) -> tuple[str, Any, Any] | None:
+        """One spec step handed to the implementation: the first difference, or None."""
         want = expected(self.system, pre, name, args, post, obs)
         try:
             got = self.deliver(impl, pre, name, args)
@@ -295,65 +289,46 @@ class TagmatchHarness:
 
         return self._lockstep(choose)
 
-    def follow(self, moves: Sequence[tuple[str, dict[str, Any]]], lenient: bool = False
-               ) -> Run:
-        """The recorded moves of a trace, in lockstep; ValueError naming the first move that
-        the spec does not have enabled (with ``lenient``: that move skipped)."""
-        return self._lockstep(recorded(self.system, moves, lenient))
-
-    def _lockstep(self, choose: Callable[[State, int], tuple[Action, tuple] | None]) -> Run:
-        """The steps ``choose`` picks, in lockstep with the job (see ``lockstep``)."""
-        s0, impl = self.fresh()
-        return lockstep(self.system, s0, impl, self._step, choose, _reached)
-
-    def every_path(self, depth: int) -> PathSweep:
-        """Every path of 1 to ``depth`` steps from the initial state, each in lockstep (see
-        ``conformance.every_path``)."""
-        s0, impl0 = self.fresh()
-        return every_path(self.system, s0, impl0, self._step, depth)
-
-    def every_edge(self, max_states: int | None = None) -> Sweep:
-        """Every reachable edge (state, action, arguments), each executed once in lockstep
-        (see ``conformance.every_edge``)."""
-        s0, impl0 = self.fresh()
-        return every_edge(self.system, s0, impl0, self._step, max_states=max_states)
-
-
-def _reached(s: State) -> dict[str, int]:
-    """How far a run got: the messages sent and the receives posted."""
-    return {"messages_sent": sum(m is not None for m in s.msgs), "receives_posted": len(s.recvs)}
+    def reached(self, s: State) -> dict[str, int]:
+        """How far a run got: the messages sent and the receives posted."""
+        return {"messages_sent": sum(m is not None for m in s.msgs),
+                "receives_posted": len(s.recvs)}
 
 
 # ---------------------------------------------------------------------------- the suite
+def _native() -> Factory:
+    from verbspec.refimpl.bindings.native_tagmatch import module, native
+
+    module()
+    return native
+
+
+def _hazard(name: str) -> Factory:
+    from verbspec.refimpl.engines.tagmatch_variants import hazard
+
+    return hazard(name)
+
+
+def _ucx() -> Factory:
+    from verbspec.refimpl.bindings.ucx_tagmatch import UcxFactory
+
+    return UcxFactory()
+
+
 def resolve(impl: str) -> Factory:
-    """``refimpl``, ``native`` (the C engine, refimpl/bindings/native_tagmatch.py), ``ucx`` (UCX's
-    own
-    tag matching, refimpl/bindings/ucx_tagmatch.py), ``variant:NAME``
-    (refimpl/engines/tagmatch_variants.py) or
-    ``MODULE:FACTORY``, a callable (parameters) -> implementation; ValueError naming what is
-    wrong (for ``native`` and ``ucx``: that it is not built)."""
-    if impl == "refimpl":
-        return reference
-    if impl == "ucx":
-        from verbspec.refimpl.bindings.ucx_tagmatch import UcxFactory
-
-        return UcxFactory()
-    if impl == "native":
-        from verbspec.refimpl.bindings.native_tagmatch import module, native
-
-        module()
-        return native
-    if impl.startswith(HAZARD_PREFIX):
-        from verbspec.refimpl.engines.tagmatch_variants import hazard
-
-        return hazard(impl[len(HAZARD_PREFIX):])
-    return resolve_module(impl)
+    """``refimpl``, ``native`` (the C engine, refimpl/bindings/native_tagmatch.py), ``ucx``
+    (UCX's own tag matching, refimpl/bindings/ucx_tagmatch.py), ``variant:NAME``
+    (refimpl/engines/tagmatch_variants.py) or ``MODULE:FACTORY``, a callable (parameters) ->
+    implementation; ValueError naming what is wrong (for ``native`` and ``ucx``: that it is
+    not built). See ``lockstep.resolve``."""
+    return lockstep.resolve(impl, reference, _native, _hazard, {"ucx": _ucx})
 
 
 def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: int,
             steps: int, seed: int = 0, shrink_seconds: float = SHRINK_SECONDS,
             progress: Callable[[str], None] | None = None,
-            each: Callable[[Run], bool] | None = None, keep_going: bool = False) -> Report:
+            each: Callable[[Run], bool] | None = None, keep_going: bool = False
+            ) -> ConformanceReport:
     """Random lockstep runs, generated by Hypothesis with a swarm of the optional calls,
     cancel and probe (see ``refimpl.random_runs``; ``seed`` seeds the generation), until
     ``sequences`` have run or one differs (with ``keep_going``: all of them); a mismatching
@@ -361,15 +336,11 @@ def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: i
     mismatching step. ``each``, where given, sees every run as it ends and ends the runs by
     returning False."""
     harness = TagmatchHarness(system, factory)
-    out = Report(impl, system.protocol, actions_total=len(system.actions),
-                 unobserved=dict(harness.observes.unobserved))
-    t0 = time.perf_counter()
-    random_runs(out, harness, lambda rng, swarm: harness.run(rng, steps, swarm),
-                optional=OPTIONAL, profiles=1, sequences=sequences, seed=seed,
-                shrink_seconds=shrink_seconds, progress=progress, every=100, each=each,
-                keep_going=keep_going)
-    out.seconds = time.perf_counter() - t0
-    return out
+    return conform_runs(harness, impl, lambda rng, swarm: harness.run(rng, steps, swarm),
+                        optional=OPTIONAL, profiles=1, sequences=sequences, seed=seed,
+                        shrink_seconds=shrink_seconds, progress=progress, every=100,
+                        each=each, keep_going=keep_going,
+                        unobserved=harness.observes.unobserved)
 
 
 # The every-edge configurations, cheapest first: each small enough to sweep whole (about a
@@ -409,7 +380,7 @@ def conform_every_edge(factory: Factory, impl: str,
                        progress: Callable[[str], None] | None = None,
                        keep_going: bool = False, depth: int | None = None,
                        path_configs: Sequence[tuple[dict[str, int], int]] | None = None
-                       ) -> Report:
+                       ) -> ConformanceReport:
     """Every reachable edge of the sweep's configurations, each executed once in lockstep,
     then every path of the path configurations up to each one's depth, or ``depth`` where
     given (given ``configs`` and no ``path_configs``: none); stops at the first
@@ -419,23 +390,26 @@ def conform_every_edge(factory: Factory, impl: str,
     if path_configs is None:      # named sweep configurations alone walk no paths
         path_configs = PATH_CONFIGS if configs is None else ()
     configs = SWEEP_CONFIGS if configs is None else configs
-    t0 = time.perf_counter()
+    out = ConformanceReport(impl, "tagmatch", sweep=lockstep.new_sweep(),
+                            unobserved=dict(observes(factory).unobserved))
+    plan = [(values, 0) for values in configs]
+    plan += [(values, depth or own) for values, own in path_configs]
+    return lockstep.exhaustive(out, _plan(out, factory, plan), len(configs), progress,
+                               keep_going)
+
+
+def _plan(out: ConformanceReport, factory: Factory,
+          plan: Sequence[tuple[dict[str, int], int]]) -> Iterator[Planned]:
+    """The configurations of ``conform_every_edge`` as their turns come, each (parameters,
+    the depth of its walk, 0 for every edge): one the implementation cannot express is named
+    in the report's ``declined`` and left out; the report's ``actions_total`` is the most
+    actions of one configuration taken so far."""
     seen_by = observes(factory)
-    out = Report(impl, "tagmatch", sweep=new_sweep(), unobserved=dict(seen_by.unobserved))
-    plan = [(False, values, 0) for values in configs]
-    plan += [(True, values, depth or own) for values, own in path_configs]
-    for walk, values, steps in plan:
+    for values, depth in plan:
         system = build(values)
         why = seen_by.declines(system.params)
         if why is not None:
             out.declined[",".join(f"{k}={v}" for k, v in values.items())] = why
             continue
         out.actions_total = max(out.actions_total, len(system.actions))
-        harness = TagmatchHarness(system, factory)
-        if walk and progress:
-            progress(f"every path up to {steps} steps")
-        if tally(out, harness.every_path(steps) if walk else harness.every_edge(),
-                 len(configs), keep_going, progress):
-            break
-    out.seconds = time.perf_counter() - t0
-    return out
+        yield TagmatchHarness(system, factory), depth, None

@@ -18,8 +18,11 @@ formats (tests/conformance/test_conformance.py enforces that).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, fields
+from typing import Any
 
+from verbspec.refimpl.engines.common import EngineError
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
@@ -82,10 +85,6 @@ CQ_WAITS = (WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END)
 # the phases whose step posts work requests (WAIT's: the repost when the gate is done)
 POSTING = frozenset({ARM_POST, SEND, WAIT, DRAIN_POST, BIG_POST, BIG_XFER, BLOCK_POST,
                      BLOCK_SEND})
-
-
-class EngineError(Exception):
-    """A call the engine cannot take in its phase: a harness or driver bug, not a verdict."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +186,25 @@ class GateEngine:
 
     def __post_init__(self) -> None:
         self.grant = self.grant or self.cfg.rq_depth
+
+    def copy(self) -> GateEngine:
+        """An engine that goes on from here as this one would, sharing nothing that a step
+        changes (see ``__deepcopy__``)."""
+        return self.__deepcopy__({})
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GateEngine:
+        """A copy of the engine's state alone: of its fields only the big-gate window's
+        receive set changes in place, so it alone is copied, and the rest (numbers, texts,
+        flags, the configuration, ``before_post``: all immutable) shared; what a subclass
+        keeps of its own is deep-copied."""
+        new = memo[id(self)] = object.__new__(type(self))
+        state = new.__dict__
+        state.update(self.__dict__)
+        state["big_recvd"] = set(self.big_recvd)
+        if len(state) > len(_FIELDS):
+            for k in state.keys() - _FIELDS:
+                state[k] = copy.deepcopy(state[k], memo)
+        return new
 
     # ------------------------------------------------------------------ the view
     def view(self) -> EngineView:
@@ -770,3 +788,7 @@ class GateEngine:
     def crash(self) -> None:
         """The process died: nothing more comes from this rank."""
         self.phase, self.error = CRASHED, "crashed"
+
+
+# the engine's own fields (a subclass may keep more)
+_FIELDS = frozenset(f.name for f in fields(GateEngine))

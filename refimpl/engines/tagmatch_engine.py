@@ -30,6 +30,7 @@ import copy
 from collections import deque
 from dataclasses import dataclass
 
+from verbspec.refimpl.engines.common import EngineError
 from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.offload import HW, HW_CANCEL, SW
 from verbspec.spec.tagmatch.state import (
@@ -46,10 +47,6 @@ from verbspec.spec.tagmatch.state import (
 )
 
 EAGER, RNDV = "eager", "rndv"
-
-
-class EngineError(ValueError):
-    """A call the engine refuses: bad input, or a step it has nothing to take."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ engine imports nothing of the spec but its configuration and constants."""
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import random
 from collections import Counter
@@ -659,3 +660,83 @@ def test_a_big_window_posts_no_more_sends_than_the_send_queue_has_room_for() -> 
     assert (e.big_sent, e.send_outstanding, e.next_step()) == (depth + 1, 0, gate_engine.POLL)
     with pytest.raises(EngineError, match="the big-gate window is neither sendable nor complete"):
         e.advance()
+
+
+def _state(e: GateEngine) -> dict:
+    """Every field of an engine, its sets frozen: a snapshot a later step cannot change."""
+    return {k: frozenset(v) if isinstance(v, set) else v for k, v in vars(e).items()}
+
+
+class _CopiedAtEachCall:
+    """A rank's engine that takes each call on a copy of itself, the copy then standing in for
+    it; the original, left behind, must not have moved."""
+
+    def __init__(self, engine: GateEngine) -> None:
+        self.engine = engine
+
+    def __getattr__(self, name: str) -> object:
+        found = getattr(self.engine, name)
+        if name in ("view", "poll_size") or not callable(found):
+            return found
+
+        def on_a_copy(*args: object) -> object:
+            original, before = self.engine, _state(self.engine)
+            self.engine = copy.deepcopy(original)
+            out = getattr(self.engine, name)(*args)
+            if _state(original) != before:
+                raise AssertionError(f"{name} on a copy moved the original")
+            return out
+
+        return on_a_copy
+
+
+COPY_CONFIGS = [*CONFIGS, {"window": 2, "ops": 4, "vec_bytes": 100, "verify_blocks": 1},
+                {"window": 2, "ops": 4, "vec_bytes": 100, "verify_blocks": 1,
+                 "verify_window": "off"},
+                {"window": 2, "ops": 4, "vec_bytes": 100, "verify_blocks": 1,
+                 "post_failures": 1}]
+
+
+@pytest.mark.parametrize("values", COPY_CONFIGS, ids=lambda v: ",".join(
+    f"{k}={x}" for k, x in v.items()) or "defaults")
+def test_an_engine_copied_at_every_step_goes_on_as_the_original(values: dict) -> None:
+    system = build(values)
+    bad = [r.mismatch for r in runs(system, lambda cfg, r, grant: _CopiedAtEachCall(
+        GateEngine(cfg, grant)), n=10, steps=1000, fault_rate=0.05) if r.mismatch]
+    assert not bad, str(bad[0])
+
+
+class _Keeping(GateEngine):
+    """An engine with state of its own that a step changes: a list of the calls it took."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.calls: list[str] = []
+
+    def advance(self) -> Emitted:
+        self.calls.append(self.phase)
+        return super().advance()
+
+
+def test_a_copy_shares_only_what_no_step_changes() -> None:
+    e = _Keeping(CFG)
+    e.phase, e.seq = ARM_POST, 1
+    assert e.advance().recvs and e.before_post is not None      # a step that posted
+    e.big_recvd = {0, 1}
+    mine = copy.deepcopy(e)
+    assert type(mine) is _Keeping and _state(mine) == _state(e)
+    assert mine.cfg is e.cfg and mine.before_post is e.before_post
+    assert mine.big_recvd is not e.big_recvd and mine.calls is not e.calls
+    again = e.copy()
+    assert type(again) is _Keeping and _state(again) == _state(e)
+    assert again.big_recvd is not e.big_recvd and again.calls is not e.calls
+
+
+def test_the_engine_polls_and_lays_out_its_regions_as_the_spec_declares() -> None:
+    # the engine keeps its own constants (it imports no behaviour module of the spec): they
+    # must be the spec's
+    from verbspec.spec.gate import steps
+
+    assert (gate_engine.DECODE_POLL, gate_engine.BIG_POLL) == (steps.POLL_BATCH,
+                                                              steps.BIG_POLL_BATCH)
+    assert frozenset(gate_engine.VECTOR_REGIONS) == steps.VECTOR_BUFFERS

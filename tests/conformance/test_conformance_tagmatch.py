@@ -14,7 +14,7 @@ import pytest
 from configs import TAGMATCH_CONFIGS
 
 from verbspec.refimpl.cli.main import main
-from verbspec.refimpl.conformance.gate import CONFORMANCE
+from verbspec.refimpl.conformance.lockstep import CONFORMANCE
 from verbspec.refimpl.conformance.tagmatch import (
     CANCEL,
     DELIVER,
