@@ -41,13 +41,13 @@ def gate_engine(name: str, cfg: GateConfig, grant: int, variant: str = "",
     """A gate engine of rank ``rank``. ``variant`` (tests and demonstrations only): the
     reference engine changed to behave as that spec variant (refimpl/engines/gate_variants.py)."""
     if variant:
-        from verbspec.refimpl.engines.gate_variants import hazard
+        from verbspec.refimpl.engines.gate_variants import variant_engine
 
         if resolved(name) == "native":
             raise EngineUnavailable(f"variant {variant!r}: the variant engines are the Python "
                                     f"reference engine changed; use --engine python")
         try:
-            return hazard(variant)(cfg, rank, grant)
+            return variant_engine(variant)(cfg, rank, grant)
         except ValueError as e:
             raise EngineUnavailable(str(e)) from None
     if resolved(name) == "native":

@@ -293,10 +293,10 @@ def _native() -> Factory:
     return native_engine
 
 
-def _hazard(name: str) -> Factory:
-    from verbspec.refimpl.engines.gate_variants import hazard
+def _variant_engine(name: str) -> Factory:
+    from verbspec.refimpl.engines.gate_variants import variant_engine
 
-    return hazard(name)
+    return variant_engine(name)
 
 
 def _not_gate() -> Factory:
@@ -309,7 +309,7 @@ def resolve(impl: str) -> Factory:
     reference engine behaving as the named variant, refimpl/engines/gate_variants.py) or
     ``MODULE:FACTORY``, a callable (configuration, rank, granted depth) -> implementation;
     ValueError naming what is wrong. See ``lockstep.resolve``."""
-    return lockstep.resolve(impl, reference, _native, _hazard, {"ucx": _not_gate})
+    return lockstep.resolve(impl, reference, _native, _variant_engine, {"ucx": _not_gate})
 
 
 def conform(system: GateSystem, factory: Factory, impl: str, *, sequences: int, steps: int,

@@ -26,7 +26,7 @@ from verbspec.spec.lts import Action, Trace, TraceStep, start_trace
 
 CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
 SHRINK_SECONDS = 30.0    # the longest a mismatching random run is reduced for
-HAZARD_PREFIX = "variant:"
+VARIANT_PREFIX = "variant:"
 REFERENCE = "refimpl"
 NATIVE = "native"
 
@@ -404,11 +404,12 @@ def exhaustive(out: ConformanceReport, plan: Iterable[Planned], configs: int,
 
 # ---------------------------------------------------------------------------- --impl
 def resolve(impl: str, reference: Callable[..., Any], native: Callable[[], Callable[..., Any]],
-            hazard: Callable[[str], Callable[..., Any]],
+            variant_engine: Callable[[str], Callable[..., Any]],
             others: Mapping[str, Callable[[], Callable[..., Any]]] | None = None
             ) -> Callable[..., Any]:
     """The factory an ``--impl`` names: REFERENCE (``reference``), NATIVE (what ``native()``
-    returns; ValueError where the C engine was not built), ``variant:NAME`` (``hazard(NAME)``,
+    returns; ValueError where the C engine was not built), ``variant:NAME``
+    (``variant_engine(NAME)``,
     the reference engine behaving as a variant), a name among ``others`` (what its function
     returns, or its ValueError) or ``MODULE:FACTORY`` (see ``resolve_module``)."""
     if impl == REFERENCE:
@@ -417,8 +418,8 @@ def resolve(impl: str, reference: Callable[..., Any], native: Callable[[], Calla
         return native()
     if others and impl in others:
         return others[impl]()
-    if impl.startswith(HAZARD_PREFIX):
-        return hazard(impl[len(HAZARD_PREFIX):])
+    if impl.startswith(VARIANT_PREFIX):
+        return variant_engine(impl[len(VARIANT_PREFIX):])
     return resolve_module(impl)
 
 

@@ -303,10 +303,10 @@ def _native() -> Factory:
     return native
 
 
-def _hazard(name: str) -> Factory:
-    from verbspec.refimpl.engines.tagmatch_variants import hazard
+def _variant_engine(name: str) -> Factory:
+    from verbspec.refimpl.engines.tagmatch_variants import variant_engine
 
-    return hazard(name)
+    return variant_engine(name)
 
 
 def _ucx() -> Factory:
@@ -321,7 +321,7 @@ def resolve(impl: str) -> Factory:
     (refimpl/engines/tagmatch_variants.py) or ``MODULE:FACTORY``, a callable (parameters) ->
     implementation; ValueError naming what is wrong (for ``native`` and ``ucx``: that it is
     not built). See ``lockstep.resolve``."""
-    return lockstep.resolve(impl, reference, _native, _hazard, {"ucx": _ucx})
+    return lockstep.resolve(impl, reference, _native, _variant_engine, {"ucx": _ucx})
 
 
 def conform(system: TagMatchSystem, factory: Factory, impl: str, *, sequences: int,

@@ -1,6 +1,6 @@
-"""Engines with a known hazard: the reference engine changed to behave as each of the spec's
+"""Engines with a known weakness: the reference engine changed to behave as each of the spec's
 named gate variants does, as a transport with that weakness would. Held to the base spec by the
-conformance suite, each must be caught; the step it is caught at tells a user which hazard
+conformance suite, each must be caught; the step it is caught at tells a user which variant
 their own transport has when it differs there.
 """
 
@@ -142,7 +142,7 @@ class UnexchangedConfig(GateEngine):
         return super().setup(None)
 
 
-HAZARDS: dict[str, type[GateEngine]] = {
+VARIANT_ENGINES: dict[str, type[GateEngine]] = {
     gv.NO_BARRIER.name: NoBarrier, gv.TAG_EVERY_CHUNK.name: TagEveryChunk,
     gv.SIGNAL_LAST_ONLY.name: SignalLastOnly,
     gv.STRAY_SEND_COMPLETION.name: StraySendCompletion,
@@ -155,12 +155,12 @@ HAZARDS: dict[str, type[GateEngine]] = {
 }
 
 
-def hazard(name: str) -> Callable[[GateConfig, int, int], GateEngine]:
+def variant_engine(name: str) -> Callable[[GateConfig, int, int], GateEngine]:
     """The factory of the engine that behaves as variant ``name``; ValueError if none."""
-    if name not in HAZARDS:
+    if name not in VARIANT_ENGINES:
         raise ValueError(f"no engine behaves as variant {name!r} (known: "
-                         f"{', '.join(sorted(HAZARDS))})")
-    engine = HAZARDS[name]
+                         f"{', '.join(sorted(VARIANT_ENGINES))})")
+    engine = VARIANT_ENGINES[name]
     if engine is DepthMismatch:
         # the variant grants rank 1 a chain_max-deep queue
         return lambda cfg, rank, grant: engine(cfg, min(cfg.rq_depth, cfg.chain_max)

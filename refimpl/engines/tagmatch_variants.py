@@ -1,4 +1,4 @@
-"""Tag-matching engines with a known hazard: the reference engine changed to behave as each of
+"""Tag-matching engines with a known weakness: the reference engine changed to behave as each of
 the spec's named tag-matching variants does, as a transport with that weakness would. Held to
 the base spec by the conformance suite, each must be caught; held to the spec under its own
 variant, each must agree with it.
@@ -30,7 +30,7 @@ from verbspec.spec.tagmatch.state import (
 Ready = frozenset[tuple[str, tuple[int, ...]]]
 
 
-class HazardEngine(TagMatchEngine):
+class VariantEngine(TagMatchEngine):
     """The reference engine, saying which steps of its own progress it would take now."""
 
     fin_stages: tuple[int, ...] = (READ_DONE,)    # the stages a FIN may go out at
@@ -55,13 +55,13 @@ class HazardEngine(TagMatchEngine):
         return frozenset(out)
 
 
-class OffloadNoSync(HazardEngine):
+class OffloadNoSync(VariantEngine):
     """The NIC keeps matching after it reported an unexpected message."""
 
     handshake = False
 
 
-class WildcardLast(HazardEngine):
+class WildcardLast(VariantEngine):
     """An arriving message tries fully specified receives before wildcard ones."""
 
     def _arrival_pick(self, p: Packet) -> int | None:
@@ -77,14 +77,14 @@ class WildcardLast(HazardEngine):
         return src < 0 or tag < 0
 
 
-class UnexpectedNewestFirst(HazardEngine):
+class UnexpectedNewestFirst(VariantEngine):
     """A new receive (and a probe) takes the newest matching unexpected message."""
 
     def _unexpected_pick(self, comm: int, src: int, tag: int) -> int | None:
         return self.unexpected.find(comm, src, tag, newest=True)
 
 
-class NoShadowClaim(HazardEngine):
+class NoShadowClaim(VariantEngine):
     """A message the NIC reported unexpected is matched against software's own receives
     only, not against its shadow of the NIC's list."""
 
@@ -97,13 +97,13 @@ class NoShadowClaim(HazardEngine):
         return None
 
 
-class OffloadBehindSoftware(HazardEngine):
+class OffloadBehindSoftware(VariantEngine):
     """A receive goes to the NIC even behind a receive kept in software."""
 
     head_only = False
 
 
-class FinBeforeRead(HazardEngine):
+class FinBeforeRead(VariantEngine):
     """FIN may go out as soon as the READ has started, while it still reads the sender's
     buffer; the READ's completion then finds its FIN already sent."""
 
@@ -128,7 +128,7 @@ class FinBeforeRead(HazardEngine):
         return Emitted(completions=((rid, self.completion[rid]),))
 
 
-class EagerCompleteOnPost(HazardEngine):
+class EagerCompleteOnPost(VariantEngine):
     """An eager send's buffer is released when the send is posted."""
 
     def _on_post(self, p: Packet) -> tuple[int, ...]:
@@ -138,14 +138,14 @@ class EagerCompleteOnPost(HazardEngine):
         return (p.mid,)
 
 
-class SilentTruncation(HazardEngine):
+class SilentTruncation(VariantEngine):
     """A message longer than its buffer completes the receive as a success."""
 
     def _code(self, rid: int, mid: int) -> int:
         return OK
 
 
-HAZARDS: dict[str, type[HazardEngine]] = {
+VARIANT_ENGINES: dict[str, type[VariantEngine]] = {
     tv.OFFLOAD_NO_SYNC.name: OffloadNoSync, tv.WILDCARD_LAST.name: WildcardLast,
     tv.UNEXPECTED_NEWEST_FIRST.name: UnexpectedNewestFirst,
     tv.NO_SHADOW_CLAIM.name: NoShadowClaim,
@@ -156,9 +156,9 @@ HAZARDS: dict[str, type[HazardEngine]] = {
 }
 
 
-def hazard(name: str) -> Callable[[Params], HazardEngine]:
+def variant_engine(name: str) -> Callable[[Params], VariantEngine]:
     """The factory of the engine that behaves as variant ``name``; ValueError if none."""
-    if name not in HAZARDS:
+    if name not in VARIANT_ENGINES:
         raise ValueError(f"no tag-matching engine behaves as variant {name!r} (known: "
-                         f"{', '.join(sorted(HAZARDS))})")
-    return HAZARDS[name]
+                         f"{', '.join(sorted(VARIANT_ENGINES))})")
+    return VARIANT_ENGINES[name]

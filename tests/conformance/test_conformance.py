@@ -31,7 +31,7 @@ from verbspec.refimpl.conformance.gate import (
 )
 from verbspec.refimpl.engines import gate_engine, tagmatch_engine
 from verbspec.refimpl.engines.gate_engine import Completion, Emitted, EngineError, GateEngine
-from verbspec.refimpl.engines.gate_variants import HAZARDS
+from verbspec.refimpl.engines.gate_variants import VARIANT_ENGINES
 from verbspec.spec.actions import action_names
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.state import (
@@ -258,7 +258,7 @@ def test_a_mismatch_deep_in_a_random_run_is_reduced():
 
 LATE = '''
 from verbspec.refimpl.engines.gate_engine import Completion, Emitted, EngineError, GateEngine
-from verbspec.refimpl.engines.gate_variants import HAZARDS
+from verbspec.refimpl.engines.gate_variants import VARIANT_ENGINES
 
 
 class Late(GateEngine):
@@ -359,7 +359,7 @@ SWEPT = [(v, f) for v, w, f in SWEEP_CONFIGS if not w] + list(
 
 
 def test_every_variant_has_an_engine():
-    assert set(HAZARDS) == {v.name for v in GATE_VARIANTS} == set(CAUGHT)
+    assert set(VARIANT_ENGINES) == {v.name for v in GATE_VARIANTS} == set(CAUGHT)
 
 
 @pytest.mark.parametrize("name", FAST)

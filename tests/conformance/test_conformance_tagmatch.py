@@ -40,7 +40,7 @@ from verbspec.refimpl.engines.tagmatch_engine import (
     Read,
     TagMatchEngine,
 )
-from verbspec.refimpl.engines.tagmatch_variants import HAZARDS
+from verbspec.refimpl.engines.tagmatch_variants import VARIANT_ENGINES
 from verbspec.spec.actions import action_names
 from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.state import FIN_SENT, OK, TRUNCATED, Params
@@ -120,7 +120,7 @@ CAUGHT = {"offload-no-sync": ("sw_complete", 3, 1, "own steps ready"),
 
 
 def test_every_variant_has_an_engine():
-    assert set(HAZARDS) == {v.name for v in VARIANTS} == set(CAUGHT)
+    assert set(VARIANT_ENGINES) == {v.name for v in VARIANTS} == set(CAUGHT)
 
 
 @pytest.mark.parametrize("name", sorted(CAUGHT))
