@@ -38,7 +38,7 @@ SENTINEL = b"\xa5"
 
 
 @dataclass(frozen=True)
-class Completion:
+class ObservedCompletion:
     """One work completion, with names instead of numbers."""
 
     wr_id: int
@@ -49,25 +49,25 @@ class Completion:
 
 @dataclass(frozen=True)
 class UcFact:
-    unreceived_send: Completion | None
-    delivered_while_unposted: list[Completion]
-    next_send: Completion | None
-    next_recv: Completion | None
+    unreceived_send: ObservedCompletion | None
+    delivered_while_unposted: list[ObservedCompletion]
+    next_send: ObservedCompletion | None
+    next_recv: ObservedCompletion | None
     next_payload: str
-    later_completions: list[Completion]
+    later_completions: list[ObservedCompletion]
 
 
 @dataclass(frozen=True)
 class RcFact:
-    unreceived_send: Completion | None
-    receiver_completions: list[Completion]
+    unreceived_send: ObservedCompletion | None
+    receiver_completions: list[ObservedCompletion]
     sender_qp_state: str
 
 
-class Side:
-    """One end: a queue pair of the given type on its own CQ (refimpl/transport/verbs_setup.py) and
-    one
-    buffer, brought to RTS against a peer by ``connect``."""
+class FactQP:
+    """One end of a fact's pair: a queue pair of the given type on its own CQ
+    (refimpl/transport/verbs_setup.py) and one buffer, brought to RTS against a peer by
+    ``connect``."""
 
     def __init__(self, device: str, qp_type: str) -> None:
         import pyverbs.enums as e
@@ -81,7 +81,7 @@ class Side:
         self.qp, self.cq = self.res.qp, self.res.cq
         self.mr = MR(self.res.pd, BUF, e.IBV_ACCESS_LOCAL_WRITE)
 
-    def connect(self, peer: Side, rnr_retry: int = 7) -> None:
+    def connect(self, peer: FactQP, rnr_retry: int = 7) -> None:
         """RESET -> INIT -> RTR -> RTS towards ``peer``'s QP (both start at PSN 0)."""
         verbs_setup.connect(self.res, peer.res.info(0), 0, rnr_retry=rnr_retry)
 
@@ -100,10 +100,10 @@ class Side:
         self.qp.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(self.mr.buf, BUF,
                                                                   self.mr.lkey)]))
 
-    def completions(self, seconds: float, want: int | None = None) -> list[Completion]:
+    def completions(self, seconds: float, want: int | None = None) -> list[ObservedCompletion]:
         """What the CQ yields within ``seconds`` (sooner once ``want`` have come)."""
         e = self.e
-        got: list[Completion] = []
+        got: list[ObservedCompletion] = []
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and (want is None or len(got) < want):
             n, wcs = self.cq.poll(num_entries=1)
@@ -111,7 +111,7 @@ class Side:
                 time.sleep(0.001)
                 continue
             for wc in wcs[:n]:
-                got.append(Completion(wc.wr_id, e.ibv_wc_status(wc.status).name,
+                got.append(ObservedCompletion(wc.wr_id, e.ibv_wc_status(wc.status).name,
                                       e.ibv_wc_opcode(wc.opcode).name, wc.byte_len))
         return got
 
@@ -120,12 +120,12 @@ class Side:
         return self.e.ibv_qp_state(attr.qp_state).name
 
 
-def _one(cs: list[Completion]) -> Completion | None:
+def _one(cs: list[ObservedCompletion]) -> ObservedCompletion | None:
     return cs[0] if len(cs) == 1 else None
 
 
 def uc_fact(sender: str, receiver: str) -> UcFact:
-    a, b = Side(sender, "UC"), Side(receiver, "UC")
+    a, b = FactQP(sender, "UC"), FactQP(receiver, "UC")
     a.connect(b)
     b.connect(a)
     a.post_send(1, FIRST)
@@ -142,7 +142,7 @@ def uc_fact(sender: str, receiver: str) -> UcFact:
 
 
 def rc_fact(sender: str, receiver: str) -> RcFact:
-    a, b = Side(sender, "RC"), Side(receiver, "RC")
+    a, b = FactQP(sender, "RC"), FactQP(receiver, "RC")
     a.connect(b, rnr_retry=0)
     b.connect(a)
     a.post_send(1, FIRST)
