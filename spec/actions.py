@@ -3,7 +3,8 @@
 A protocol's steps are methods of one class. ``@action`` marks a step with what the rest of the
 tree needs to know about it (its parameter names, whether it is a fault, its guard), in the
 manner of Hypothesis's ``@rule``/``@precondition`` markers; the action's name is the method's
-name without the ``do_`` prefix. :func:`declared` lists a class's actions in the order they are
+name without the ``do_`` prefix, and a ``group`` names the actions a configuration has or
+lacks together. :func:`declared` lists a class's actions in the order they are
 written, and :func:`bind` turns them into the :class:`~verbspec.spec.lts.Action` list of a
 system. Checkers, the z3 models, the docs' action tables and the tests read that list; no
 action name or parameter list is written anywhere else.
@@ -31,21 +32,24 @@ class Declaration:
     step: Callable[..., tuple[Any, Any]]                # (self, state, *args) -> (state, obs)
     doc: str
     present: Callable[[Any], bool] | None = None        # (self) -> the action exists here
+    group: str | None = None                            # the actions it comes and goes with
 
 
 def action(*params: str, guard: Callable[..., Iterable[tuple[Any, ...]]], fault: bool = False,
-           present: Callable[[Any], bool] | None = None) -> Callable[[Callable], Callable]:
+           present: Callable[[Any], bool] | None = None, group: str | None = None
+           ) -> Callable[[Callable], Callable]:
     """Mark ``do_<name>(self, state, *args)`` as the action ``<name>`` with parameters
     ``params``, enabled for the argument tuples ``guard(self, state)`` yields. ``fault``:
     an environment event a correct protocol must survive, not progress. ``present(self)``:
-    whether a configuration has the action at all (e.g. offload steps)."""
+    whether a configuration has the action at all (e.g. offload steps). ``group``: the name
+    of the actions a configuration has or lacks together (:func:`action_names` lists them)."""
 
     def mark(step: Callable) -> Callable:
         if not step.__name__.startswith(STEP_PREFIX):
             raise TypeError(f"step {step.__name__} must be named {STEP_PREFIX}<action>")
         doc = (step.__doc__ or "").strip().splitlines()
         step.__action__ = Declaration(step.__name__[len(STEP_PREFIX):], params, fault, guard,
-                                      step, doc[0] if doc else step.__name__, present)
+                                      step, doc[0] if doc else step.__name__, present, group)
         return step
 
     return mark
@@ -73,9 +77,12 @@ def bind(obj: Any) -> tuple[Action, ...]:
     return tuple(out)
 
 
-def action_names(cls: type, *, fault: bool | None = None) -> tuple[str, ...]:
-    """Names of ``cls``'s actions (only faults, or only progress, when ``fault`` is given)."""
-    return tuple(d.name for d in declared(cls) if fault is None or d.fault == fault)
+def action_names(cls: type, *, fault: bool | None = None, group: str | None = None
+                 ) -> tuple[str, ...]:
+    """Names of ``cls``'s actions, in their order (only faults, or only progress, when
+    ``fault`` is given; only the group's when ``group`` is)."""
+    return tuple(d.name for d in declared(cls) if (fault is None or d.fault == fault)
+                 and (group is None or d.group == group))
 
 
 def name_of(step: Callable) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from functools import cached_property
 
 from verbspec.spec import fabric as fb
-from verbspec.spec.actions import action, bind, name_of
+from verbspec.spec.actions import action, action_names, bind
 from verbspec.spec.fabric import RecvWR, SendWR
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
@@ -101,6 +101,8 @@ RANKS = ((0,), (1,))
 # buffers laid out a vector per slot (the others a chunk per slot): the decode in- and
 # out-slots and the verify block's rows (ds4's batch-in and batch-out regions)
 VECTOR_BUFFERS = frozenset({"in", "out", "blk", "bout"})
+# the groups of actions a configuration has or lacks together (GateSpec.actions)
+VERIFY_BLOCK, BATCH_GATE, POST_FAILURE = "verify block", "batch gate", "post failure"
 
 
 def poll_batch(cfg: GateConfig, phase: str) -> int:
@@ -684,7 +686,7 @@ class GateSpec:
             if s.ranks[r].phase == IDLE and BLOCK_OP in self.ops_allowed(s, r):
                 yield (r,)
 
-    @action("rank", guard=en_call_block)
+    @action("rank", guard=en_call_block, group=VERIFY_BLOCK)
     def do_call_block(self, s: GateState, r: int):
         """ds4_tp_batch_block_begin(rows, layers). The spec exchanges a header first, the
         rendezvous that brings both ranks to the drain together; ds4 drains at once (the
@@ -708,7 +710,7 @@ class GateSpec:
     def en_block_header_write(self, s):
         return self._phase_is(s, BLOCK_HDR_SEND)
 
-    @action("rank", guard=en_block_header_write)
+    @action("rank", guard=en_block_header_write, group=VERIFY_BLOCK)
     def do_block_header_write(self, s: GateState, r: int):
         item = TcpItem("block", self.cfgs[r].block_layers, self.cfgs[r].block_rows)
         return self._write(s, r, item, phase=BLOCK_HDR_READ)
@@ -716,7 +718,7 @@ class GateSpec:
     def en_block_header_read(self, s):
         return self._tcp_ready(s, BLOCK_HDR_READ)
 
-    @action("rank", guard=en_block_header_read)
+    @action("rank", guard=en_block_header_read, group=VERIFY_BLOCK)
     def do_block_header_read(self, s: GateState, r: int):
         item, f = fb.tcp_read(s.fabric, r)
         s = evolve(s, fabric=f)
@@ -755,7 +757,7 @@ class GateSpec:
     def en_batch_header_write(self, s):
         return self._phase_is(s, BATCH_HDR_SEND)
 
-    @action("rank", guard=en_batch_header_write)
+    @action("rank", guard=en_batch_header_write, group=BATCH_GATE)
     def do_batch_header_write(self, s: GateState, r: int):
         """ds4_tp_batch_gate_exchange outside a verify window: the header {magic, layer, rows,
         seq} on the data socket."""
@@ -766,7 +768,7 @@ class GateSpec:
     def en_batch_header_read(self, s):
         return self._tcp_ready(s, BATCH_HDR_READ)
 
-    @action("rank", guard=en_batch_header_read)
+    @action("rank", guard=en_batch_header_read, group=BATCH_GATE)
     def do_batch_header_read(self, s: GateState, r: int):
         """The peer's batch header: magic, layer, rows and seq must be this rank's; then the
         drain, and big-gate windows each rank sizes by its own receive depth (the header
@@ -812,7 +814,7 @@ class GateSpec:
     def en_block_post(self, s):
         return self._phase_is(s, BLOCK_POST)
 
-    @action("rank", guard=en_block_post)
+    @action("rank", guard=en_block_post, group=VERIFY_BLOCK)
     def do_block_post(self, s: GateState, r: int):
         """The decode window is drained: the block is active and layer 0's receives go up
         before the barrier."""
@@ -825,7 +827,7 @@ class GateSpec:
     def en_block_barrier_write(self, s):
         return self._phase_is(s, BLOCK_BAR_SEND)
 
-    @action("rank", guard=en_block_barrier_write)
+    @action("rank", guard=en_block_barrier_write, group=VERIFY_BLOCK)
     def do_block_barrier_write(self, s: GateState, r: int):
         item = TcpItem("byte", BLOCK_BARRIER)
         return self._write(s, r, item, phase=BLOCK_BAR_READ)
@@ -833,7 +835,7 @@ class GateSpec:
     def en_block_barrier_read(self, s):
         return self._tcp_ready(s, BLOCK_BAR_READ)
 
-    @action("rank", guard=en_block_barrier_read)
+    @action("rank", guard=en_block_barrier_read, group=VERIFY_BLOCK)
     def do_block_barrier_read(self, s: GateState, r: int):
         item, f = fb.tcp_read(s.fabric, r)
         s = evolve(s, fabric=f)
@@ -846,7 +848,7 @@ class GateSpec:
     def en_block_send(self, s):
         return self._phase_is(s, BLOCK_SEND)
 
-    @action("rank", guard=en_block_send)
+    @action("rank", guard=en_block_send, group=VERIFY_BLOCK)
     def do_block_send(self, s: GateState, r: int):
         """tp_rdma_block_gate_exchange(layer): the next layer's receives before this layer's
         sends (the peer sends layer+1 only after this layer's rows reached it), then every
@@ -879,7 +881,7 @@ class GateSpec:
                 if s.ranks[r].phase == BLOCK_WAIT and s.ranks[r].block_recv_done
                 >= (s.ranks[r].block_layer + 1) * self.cfgs[r].block_rows)
 
-    @action("rank", guard=en_block_gate_done)
+    @action("rank", guard=en_block_gate_done, group=VERIFY_BLOCK)
     def do_block_gate_done(self, s: GateState, r: int):
         """The layer's rows arrived (as counted): the application reads them and calls the
         next layer's batch gate, or the block's end."""
@@ -903,7 +905,7 @@ class GateSpec:
                 and s.ranks[r].block_recv_done >= self.block_total(r)
                 and s.ranks[r].send_outstanding == 0)
 
-    @action("rank", guard=en_block_end)
+    @action("rank", guard=en_block_end, group=VERIFY_BLOCK)
     def do_block_end(self, s: GateState, r: int):
         """ds4_tp_batch_block_end: every row arrived and every send completed; the block's
         rows are consumed and the queue pair is free for the other modes."""
@@ -1136,7 +1138,7 @@ class GateSpec:
                 for posted in self.post_calls(s, r):
                     yield (r, posted)
 
-    @action("rank", "posted", guard=en_post_fail, fault=True)
+    @action("rank", "posted", guard=en_post_fail, fault=True, group=POST_FAILURE)
     def do_post_fail(self, s: GateState, r: int, posted: int):
         """ibv_post_recv or ibv_post_send refuses the step's post call once ``posted`` work
         requests of the step are up: they stay posted, and the rank fails with ds4's text for
@@ -1178,7 +1180,7 @@ class GateSpec:
         if self.cfg.faults and self.cfg.post_failures:
             yield from ((r,) for r in (0, 1) if s.ranks[r].phase in REAP_PHASES)
 
-    @action("rank", guard=en_poll_fail, fault=True)
+    @action("rank", guard=en_poll_fail, fault=True, group=POST_FAILURE)
     def do_poll_fail(self, s: GateState, r: int):
         """ibv_poll_cq returns an error: the wait ends, silently but in a big-gate window."""
         rk, c = s.ranks[r], self.cfgs[r]
@@ -1232,15 +1234,12 @@ class GateSpec:
         raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
 
 
-# the verify block's steps, its batch gates, and the failing posts and polls
-BLOCK_ACTIONS = tuple(name_of(f) for f in (
-    GateSpec.do_call_block, GateSpec.do_block_header_write, GateSpec.do_block_header_read,
-    GateSpec.do_block_post, GateSpec.do_block_barrier_write, GateSpec.do_block_barrier_read,
-    GateSpec.do_block_send, GateSpec.do_block_gate_done, GateSpec.do_block_end))
+# the verify block's steps, with verify_blocks=1
+BLOCK_ACTIONS = action_names(GateSpec, group=VERIFY_BLOCK)
 # a verify block's batch gates, with the verify window switched off
-BATCH_ACTIONS = tuple(name_of(f) for f in (GateSpec.do_batch_header_write,
-                                           GateSpec.do_batch_header_read))
-POST_FAILURE_ACTIONS = (name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail))
+BATCH_ACTIONS = action_names(GateSpec, group=BATCH_GATE)
+# the failing posts and polls, with post_failures=1
+POST_FAILURE_ACTIONS = action_names(GateSpec, group=POST_FAILURE)
 
 
 def _first_byte(item: TcpItem) -> int:
