@@ -1,7 +1,7 @@
 """The gate spec's error texts against ds4's: every failure the spec can end a rank with is
 driven here and its text matched against the printf format of its declaration in
 spec/gate/errors.py, which is ds4's own format (ds4_tp.c, protocol v14) unless the text is
-marked as the spec's own; and every ``_fail`` in spec/gate/steps.py must build its text from
+marked as the spec's own; and every ``_fail`` in spec/gate/steps/ must build its text from
 such a declaration."""
 
 from __future__ import annotations
@@ -459,11 +459,11 @@ def test_a_text_takes_exactly_its_fields_with_printf_types():
                        errors.SAFETY_RULE)
 
 
-# ---------------------------------------------------------------- the source of steps.py
+# ---------------------------------------------------------------- the source of the steps
 def ad_hoc_failures(source: str) -> list[str]:
-    """Places in ``source`` (steps.py) that end a rank with a text not built from a declared
-    one: a ``_fail`` whose message is neither ``errors.NAME(...)`` nor a call of a GateSpec
-    method whose every return is one; a rank put in FAILED, or given an error, outside
+    """Places in ``source`` (the steps' modules) that end a rank with a text not built from a
+    declared one: a ``_fail`` whose message is neither ``errors.NAME(...)`` nor a call of a
+    GateSpec method whose every return is one; a rank put in FAILED, or given an error, outside
     ``_fail`` (``do_crash`` records "crashed" for a crashed rank, which is no failure)."""
     tree = ast.parse(source)
     methods = {f.name: f for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
@@ -503,7 +503,9 @@ def ad_hoc_failures(source: str) -> list[str]:
     return bad
 
 
-STEPS_SOURCE = Path(steps_module.__file__).read_text()
+# the steps package's modules, read as one source
+STEPS_SOURCE = "".join(f.read_text()
+                       for f in sorted(Path(steps_module.__file__).parent.glob("*.py")))
 
 
 def test_every_failure_in_steps_uses_a_declared_text():

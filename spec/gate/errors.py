@@ -6,7 +6,7 @@ with its ``ds4-tp: `` prefix and trailing newline stripped, and each declaration
 function and the line that print it. Where ds4 fails without a word (``SILENT``), or does not
 fail at all because the spec checks a rule ds4 lacks (``SAFETY_RULE``), the text is the
 spec's own and says so by its prefix; the declaration then names the ds4 line that handles
-the case. ``steps.py`` builds every failure from a declaration here (tests/test_ds4_texts.py
+the case. ``steps/`` builds every failure from a declaration here (tests/test_ds4_texts.py
 holds it to that), so a new error text cannot be typed in place.
 """
 
