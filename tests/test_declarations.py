@@ -1,12 +1,36 @@
 """What the declarations give, pinned: the gate's actions in their order and the groups a
-configuration leaves out. The order is the one every checker, trace and report enumerates, so
-moving a step between modules must not change it."""
+configuration leaves out (the order is the one every checker, trace and report enumerates, so
+moving a step between modules must not change it), and the texts each wait ends with, which
+one table in spec/gate/errors.py declares by phase."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
+from verbspec.spec import fabric as fb
 from verbspec.spec.actions import action_names
+from verbspec.spec.gate import errors
+from verbspec.spec.gate.state import (
+    ARM_BAR_READ,
+    BATCH_HDR_READ,
+    BIG_BAR_READ,
+    BIG_HDR_READ,
+    BIG_XFER,
+    BLOCK_BAR_READ,
+    BLOCK_END,
+    BLOCK_HDR_READ,
+    BLOCK_WAIT,
+    DRAIN_WAIT,
+    REAP_PHASES,
+    TCP_READ_PHASES,
+    WAIT,
+    Rank,
+)
 from verbspec.spec.gate.steps import GateSpec
-from verbspec.spec.gate.system import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS
+from verbspec.spec.gate.system import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS, build
+from verbspec.spec.gate.wire import Payload
 
 GATE_ACTIONS = (
     "setup", "call_gate", "call_big", "arm_post", "barrier_write", "barrier_read", "gate_send",
@@ -33,3 +57,79 @@ def test_the_gate_action_groups_keep_their_members():
         "block_end")
     assert BATCH_ACTIONS == ("batch_header_write", "batch_header_read")
     assert POST_FAILURE_ACTIONS == ("post_fail", "poll_fail")
+
+
+# ---------------------------------------------------------------- the waits' texts, by phase
+# A rank whose every count differs, so a text that prints the wrong count shows it.
+COUNTED = replace(Rank(), seq=5, recv_done=4, drain_recvs=2, big_no=7,
+                  big_recvd=frozenset({0, 1, 2}), big_win=6, big_send_done=1, big_sent=8,
+                  block_layer=1, block_recv_done=9, send_outstanding=11)
+# (timeout, peer gone, error completion) in each phase a rank waits in, as the spec printed
+# them when each was an if-chain of its own
+WAIT_TEXTS = {
+    WAIT: ("timeout waiting gate seq 5 (recv_done 4)", "peer disconnected during RDMA gate",
+           "rdma completion error: wc status 1 (wr_id 13)"),
+    DRAIN_WAIT: ("timeout draining RDMA receive window (2/6)",
+                 "peer disconnected while draining RDMA receives",
+                 "rdma receive-window drain: wc status 1"),
+    BIG_XFER: ("timeout in big gate window (3/6 recvs, 1/6 sends, 8 sent)",
+               "peer disconnected during big gate", "big gate completion error: wc status 1"),
+    BLOCK_WAIT: ("timeout waiting verify-block gate layer 1 (9/6 rows)",
+                 "peer disconnected during verify-block gate",
+                 "rdma completion error: wc status 1 (wr_id 13)"),
+    BLOCK_END: ("verify-block end: 9/12 rows received, 11 sends pending", None,
+                "rdma completion error: wc status 1 (wr_id 13)"),
+    ARM_BAR_READ: ("verbspec silent failure: the rdma window barrier read timed out",
+                   "verbspec silent failure: peer closed the data socket during the rdma window "
+                   "barrier", None),
+    BIG_HDR_READ: ("big gate header exchange failed or peer closed (layer 0 seq 7): Resource "
+                   "temporarily unavailable",
+                   "big gate header exchange failed or peer closed (layer 0 seq 7): Connection "
+                   "reset by peer", None),
+    BIG_BAR_READ: ("big gate window barrier failed", "big gate window barrier failed", None),
+    BLOCK_HDR_READ: ("verbspec safety rule: verify-block header exchange failed: Resource "
+                     "temporarily unavailable",
+                     "verbspec safety rule: verify-block header exchange failed: Connection "
+                     "reset by peer", None),
+    BATCH_HDR_READ: ("verbspec silent failure: batch gate header read failed: Resource "
+                     "temporarily unavailable",
+                     "verbspec silent failure: batch gate header read failed: Connection reset "
+                     "by peer", None),
+    BLOCK_BAR_READ: ("verbspec silent failure: the rdma window barrier read timed out",
+                     "verbspec silent failure: peer closed the data socket during the rdma "
+                     "window barrier", None),
+}
+
+
+def test_the_waits_table_covers_exactly_the_phases_a_rank_waits_in():
+    assert set(errors.WAITS) == REAP_PHASES | TCP_READ_PHASES == set(WAIT_TEXTS)
+    assert {p for p, w in errors.WAITS.items() if w.completion} == REAP_PHASES
+    assert {p for p, w in errors.WAITS.items() if w.peer_gone is None} == {BLOCK_END}
+    texts = [t for w in errors.WAITS.values() for t in (w.timeout, w.peer_gone, w.completion) if t]
+    declared = list(errors.ERRORS.values())
+    assert all(any(t.message is m for m in declared) for t in texts)
+
+
+def test_each_wait_ends_with_its_text():
+    spec = build({"verify_blocks": 1, "window": 3, "block_rows": 3, "block_layers": 4}).spec
+    supplied = set(spec.wait_values(1, COUNTED))
+    for phase, (timeout, peer_gone, completion) in WAIT_TEXTS.items():
+        rk = replace(COUNTED, phase=phase)
+        wait = errors.WAITS[phase]
+        assert wait.timeout.value_names() <= supplied, phase
+        assert spec.timed_out(1, rk) == timeout
+        if peer_gone is None:
+            with pytest.raises(AssertionError):
+                spec.peer_gone_error(1, rk)
+        else:
+            assert spec.peer_gone_error(1, rk) == peer_gone
+        if completion is not None:
+            cqe = fb.CQE("recv", 13, fb.ST_LEN, 0, Payload("warm", 0, 0, 0))
+            assert spec.completion_error(phase, cqe) == completion
+
+
+def test_a_wait_text_names_only_its_messages_fields():
+    with pytest.raises(ValueError):
+        errors.Text(errors.GATE_TIMEOUT, {"sequence": "seq"})
+    with pytest.raises(ValueError):
+        errors.Text(errors.GATE_TIMEOUT, {"seq": "seq"}, {"seq": 1})

@@ -124,15 +124,10 @@ class DecodeSteps(StepsBase):
         return s, self._obs(s, r, polled=polled)
 
     def completion_error(self, phase: str, c: fb.CQE) -> str:
-        """An error completion ends each wait with its own text; ds4 names the status by its
-        ibv_wc_status number and, in a decode gate only, the work request."""
+        """An error completion ends each wait with its own text (errors.WAITS); ds4 names the
+        status by its ibv_wc_status number and, in a decode gate only, the work request."""
         status = errors.WC_STATUS(status=fb.WC_STATUS_CODE[c.status])
-        if phase == DRAIN_WAIT:
-            return errors.DRAIN_COMPLETION(status=status)
-        if phase == BIG_XFER:
-            return errors.BIG_COMPLETION(status=status)
-        # a decode gate and the verify block's waits poll through tp_rdma_drain_cq
-        return errors.GATE_COMPLETION(status=status, wr_id=c.wr_id)
+        return errors.WAITS[phase].completion({"status": status, "wr_id": c.wr_id})
 
     def en_gate_done(self, s: GateState):
         return ((r,) for r in (0, 1)

@@ -8,20 +8,12 @@ from verbspec.spec.actions import action
 from verbspec.spec.fabric import RecvWR
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.state import (
-    ARM_BAR_READ,
     ARM_POST,
-    BATCH_HDR_READ,
-    BIG_BAR_READ,
-    BIG_HDR_READ,
-    BIG_LAYER,
     BIG_POST,
     BIG_XFER,
-    BLOCK_BAR_READ,
     BLOCK_END,
-    BLOCK_HDR_READ,
     BLOCK_POST,
     BLOCK_SEND,
-    BLOCK_WAIT,
     CRASHED,
     DRAIN_POST,
     DRAIN_WAIT,
@@ -144,33 +136,20 @@ class FaultSteps(StepsBase):
         if waiting and (self.cfg.faults or not self.can_progress(s)):
             yield from ((r,) for r in waiting)
 
+    def wait_values(self, r: int, rk: Rank) -> dict[str, int]:
+        """What the texts of rank ``r``'s waits print (errors.WAITS names them): its counts,
+        and what its wait waits for."""
+        return {"seq": rk.seq, "recv_done": rk.recv_done, "drain_recvs": rk.drain_recvs,
+                "drain_wrs": self.drain_wrs(r), "big_no": rk.big_no,
+                "big_received": len(rk.big_recvd), "big_win": rk.big_win,
+                "big_send_done": rk.big_send_done, "big_sent": rk.big_sent,
+                "block_layer": rk.block_layer, "block_recv_done": rk.block_recv_done,
+                "rows_due": (rk.block_layer + 1) * self.cfgs[r].block_rows,
+                "block_total": self.block_total(r), "send_outstanding": rk.send_outstanding}
+
     def timed_out(self, r: int, rk: Rank) -> str:
         """The text of a wait that timed out, with ds4's counts at that point."""
-        if rk.phase == WAIT:
-            return errors.GATE_TIMEOUT(seq=rk.seq, recv_done=rk.recv_done)
-        if rk.phase == DRAIN_WAIT:
-            return errors.DRAIN_TIMEOUT(recvs=rk.drain_recvs, want=self.drain_wrs(r))
-        if rk.phase == ARM_BAR_READ:
-            return errors.WINDOW_BARRIER_TIMEOUT()
-        if rk.phase == BIG_HDR_READ:
-            return errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=rk.big_no,
-                                            reason=errors.READ_TIMEOUT_ERRNO)
-        if rk.phase == BIG_BAR_READ:
-            return errors.BIG_BARRIER()
-        if rk.phase == BLOCK_HDR_READ:
-            return errors.BLOCK_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO)
-        if rk.phase == BATCH_HDR_READ:
-            return errors.BATCH_HEADER_FAILED(reason=errors.READ_TIMEOUT_ERRNO)
-        if rk.phase == BLOCK_BAR_READ:
-            return errors.WINDOW_BARRIER_TIMEOUT()
-        if rk.phase == BLOCK_WAIT:
-            return errors.BLOCK_TIMEOUT(layer=rk.block_layer, rows=rk.block_recv_done,
-                                        want=(rk.block_layer + 1) * self.cfgs[r].block_rows)
-        if rk.phase == BLOCK_END:
-            return errors.BLOCK_END_TIMEOUT(rows=rk.block_recv_done, want=self.block_total(r),
-                                            pending=rk.send_outstanding)
-        return errors.BIG_TIMEOUT(recvs=len(rk.big_recvd), chunks=rk.big_win,
-                                  sends=rk.big_send_done, sent=rk.big_sent)
+        return errors.WAITS[rk.phase].timeout(self.wait_values(r, rk))
 
     @action("rank", guard=en_timeout, fault=True)
     def do_timeout(self, s: GateState, r: int):
@@ -276,29 +255,10 @@ class FaultSteps(StepsBase):
     def do_peer_gone(self, s: GateState, r: int):
         """The peer's TCP socket closed: the liveness check (every 16384 polls) or a read sees
         it."""
-        return self._fail(s, r, self.peer_gone_error(s.ranks[r]))
+        return self._fail(s, r, self.peer_gone_error(r, s.ranks[r]))
 
-    def peer_gone_error(self, rk: Rank) -> str:
+    def peer_gone_error(self, r: int, rk: Rank) -> str:
         """The text of a wait or read that found the peer gone, by the phase it ended."""
-        if rk.phase == WAIT:
-            return errors.GATE_PEER()
-        if rk.phase == DRAIN_WAIT:
-            return errors.DRAIN_PEER()
-        if rk.phase == BIG_XFER:
-            return errors.BIG_PEER()
-        if rk.phase == ARM_BAR_READ:
-            return errors.WINDOW_BARRIER_CLOSED()
-        if rk.phase == BIG_HDR_READ:
-            return errors.BIG_HEADER_FAILED(layer=BIG_LAYER, seq=rk.big_no,
-                                            reason=errors.PEER_CLOSED_ERRNO)
-        if rk.phase == BIG_BAR_READ:
-            return errors.BIG_BARRIER()
-        if rk.phase == BLOCK_HDR_READ:
-            return errors.BLOCK_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO)
-        if rk.phase == BATCH_HDR_READ:
-            return errors.BATCH_HEADER_FAILED(reason=errors.PEER_CLOSED_ERRNO)
-        if rk.phase == BLOCK_BAR_READ:
-            return errors.WINDOW_BARRIER_CLOSED()
-        if rk.phase == BLOCK_WAIT:
-            return errors.BLOCK_PEER()
-        raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
+        if errors.WAITS[rk.phase].peer_gone is None:
+            raise AssertionError(f"spec bug: peer_gone in phase {rk.phase}")
+        return errors.WAITS[rk.phase].peer_gone(self.wait_values(r, rk))
