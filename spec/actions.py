@@ -1,4 +1,4 @@
-"""Actions declared once, on the step function that performs them.
+"""Actions and invariants declared once, on the function that performs or checks them.
 
 A protocol's steps are methods of one class. ``@action`` marks a step with what the rest of the
 tree needs to know about it (its parameter names, whether it is a fault, its guard), in the
@@ -8,6 +8,11 @@ lacks together. :func:`declared` lists a class's actions in the order they are
 written, and :func:`bind` turns them into the :class:`~verbspec.spec.lts.Action` list of a
 system. Checkers, the z3 models, the docs' action tables and the tests read that list; no
 action name or parameter list is written anywhere else.
+
+``@invariant`` marks a check the same way (Hypothesis's ``@invariant``): the invariant's name
+is the method's name without the ``inv_`` prefix, its doc the docstring's first paragraph;
+:func:`declared_invariants` lists them in the order they are written and
+:func:`bind_invariants` turns them into a system's :class:`~verbspec.spec.lts.Invariant` list.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from verbspec.spec.lts import Action
+from verbspec.spec.lts import Action, Invariant
 
 STEP_PREFIX = "do_"
+INVARIANT_PREFIX = "inv_"
+OVER = ("state", "step")        # what an invariant judges: one state, or one step
 
 
 @dataclass(frozen=True)
@@ -55,15 +62,21 @@ def action(*params: str, guard: Callable[..., Iterable[tuple[Any, ...]]], fault:
     return mark
 
 
-def declared(cls: type) -> tuple[Declaration, ...]:
-    """The actions of ``cls`` (and its bases), in the order they are written."""
-    seen: dict[str, Declaration] = {}
+def _declarations(cls: type, marker: str, kind: type) -> tuple[Any, ...]:
+    """What ``cls`` (and its bases) declare with ``marker``, in the order it is written: the
+    bases' first, from the last base to the first."""
+    seen: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         for member in vars(klass).values():
-            decl = getattr(member, "__action__", None)
-            if isinstance(decl, Declaration):
+            decl = getattr(member, marker, None)
+            if isinstance(decl, kind):
                 seen[decl.name] = decl
     return tuple(seen.values())
+
+
+def declared(cls: type) -> tuple[Declaration, ...]:
+    """The actions of ``cls`` (and its bases), in the order they are written."""
+    return _declarations(cls, "__action__", Declaration)
 
 
 def bind(obj: Any) -> tuple[Action, ...]:
@@ -91,3 +104,62 @@ def name_of(step: Callable) -> str:
     if not isinstance(decl, Declaration):
         raise TypeError(f"{getattr(step, '__name__', step)!r} is not declared with @action")
     return decl.name
+
+
+@dataclass(frozen=True)
+class InvariantDeclaration:
+    """What ``@invariant`` records on a check."""
+
+    name: str
+    doc: str
+    over: str                                           # "state" or "step" (OVER)
+    check: Callable[..., str | None]                    # (self, state) or (self, pre, ...)
+
+
+def invariant(check: Callable | None = None, *, doc: str | None = None, over: str = "state"
+              ) -> Any:
+    """Mark ``inv_<name>(self, ...)`` as the invariant ``<name>``, used bare (``@invariant``)
+    or with arguments. ``over``: "state", checked as ``check(state)``, or "step", checked as
+    ``check(pre, action_name, args, post, obs)``; either returns None when the property holds
+    and a message saying what broke otherwise. ``doc``: what the property states, by default
+    the docstring's first paragraph, its lines joined."""
+
+    def mark(check: Callable) -> Callable:
+        if not check.__name__.startswith(INVARIANT_PREFIX):
+            raise TypeError(f"check {check.__name__} must be named {INVARIANT_PREFIX}<invariant>")
+        if over not in OVER:
+            raise ValueError(f"invariant {check.__name__} is over {over!r}, not one of {OVER}")
+        text = doc if doc is not None else first_paragraph(check.__doc__ or "")
+        if not text:
+            raise TypeError(f"invariant {check.__name__} states nothing: give it a docstring")
+        check.__invariant__ = InvariantDeclaration(check.__name__[len(INVARIANT_PREFIX):], text,
+                                                   over, check)
+        return check
+
+    return mark if check is None else mark(check)
+
+
+def first_paragraph(docstring: str) -> str:
+    """A docstring's first paragraph as one line: its lines stripped and joined by spaces."""
+    lines = []
+    for line in docstring.strip().splitlines():
+        if not line.strip():
+            break
+        lines.append(line.strip())
+    return " ".join(lines)
+
+
+def declared_invariants(cls: type) -> tuple[InvariantDeclaration, ...]:
+    """The invariants of ``cls`` (and its bases), in the order they are written."""
+    return _declarations(cls, "__invariant__", InvariantDeclaration)
+
+
+def bind_invariants(obj: Any) -> tuple[Invariant, ...]:
+    """The system's invariants: each declared invariant of ``obj``'s class bound to ``obj``."""
+    return tuple(Invariant(d.name, d.doc, d.over, d.check.__get__(obj))
+                 for d in declared_invariants(type(obj)))
+
+
+def invariant_names(cls: type) -> tuple[str, ...]:
+    """Names of ``cls``'s invariants, in their order."""
+    return tuple(d.name for d in declared_invariants(cls))

@@ -1,7 +1,8 @@
 """What the declarations give, pinned: the gate's actions in their order and the groups a
 configuration leaves out (the order is the one every checker, trace and report enumerates, so
 moving a step between modules must not change it), and the texts each wait ends with, which
-one table in spec/gate/errors.py declares by phase."""
+one table in spec/gate/errors.py declares by phase; and the invariants, declared with
+``@invariant`` in both protocols, in their report order."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ from dataclasses import replace
 import pytest
 
 from verbspec.spec import fabric as fb
-from verbspec.spec.actions import action_names
+from verbspec.spec.actions import (
+    action_names,
+    bind_invariants,
+    declared_invariants,
+    invariant,
+    invariant_names,
+)
 from verbspec.spec.gate import errors
+from verbspec.spec.gate import system as gate_system
 from verbspec.spec.gate.state import (
     ARM_BAR_READ,
     BATCH_HDR_READ,
@@ -31,6 +39,7 @@ from verbspec.spec.gate.state import (
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS, build
 from verbspec.spec.gate.wire import Payload
+from verbspec.spec.tagmatch import system as tagmatch_system
 
 GATE_ACTIONS = (
     "setup", "call_gate", "call_big", "arm_post", "barrier_write", "barrier_read", "gate_send",
@@ -133,3 +142,64 @@ def test_a_wait_text_names_only_its_messages_fields():
         errors.Text(errors.GATE_TIMEOUT, {"sequence": "seq"})
     with pytest.raises(ValueError):
         errors.Text(errors.GATE_TIMEOUT, {"seq": "seq"}, {"seq": 1})
+
+
+# ---------------------------------------------------------------- invariants
+def test_the_invariants_keep_their_order():
+    assert gate_system.INVARIANTS == (
+        "no_silent_drop", "chunk_alignment", "watermark_sound", "slot_exclusive",
+        "mode_exclusive", "send_accounting", "queue_bounds", "gate_order", "no_deadlock")
+    assert tuple(gate_system.INVARIANT_DOCS) == gate_system.INVARIANTS
+    assert tagmatch_system.INVARIANTS == (
+        "mpi_order", "non_overtaking", "match_once", "offload_refines_software",
+        "no_lost_message", "shadow_consistent", "eager_buffer_safety", "rndv_buffer_safety",
+        "truncation_reported")
+    built = tagmatch_system.build({})
+    assert [(i.name, i.over) for i in built.invariants] == [
+        (n, "step" if i < 4 else "state") for i, n in enumerate(tagmatch_system.INVARIANTS)]
+    assert [i.doc for i in build({}).invariants] == list(gate_system.INVARIANT_DOCS.values())
+
+
+class Toy:
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    @invariant
+    def inv_below(self, s: int) -> str | None:
+        """the counter stays below
+        the limit
+
+        (a second paragraph is not part of the doc)"""
+        return None if s < self.limit else f"{s} reached {self.limit}"
+
+    @invariant(over="step", doc="steps add one")
+    def inv_adds_one(self, pre: int, name: str, args: tuple, post: int, obs: object):
+        return None if post == pre + 1 else f"{name} went from {pre} to {post}"
+
+
+class ToyOnTop(Toy):
+    @invariant
+    def inv_even(self, s: int) -> str | None:
+        """the counter is even"""
+        return None if s % 2 == 0 else f"{s} is odd"
+
+
+def test_an_invariant_is_declared_on_its_check():
+    assert [(d.name, d.doc, d.over) for d in declared_invariants(ToyOnTop)] == [
+        ("below", "the counter stays below the limit", "state"),
+        ("adds_one", "steps add one", "step"), ("even", "the counter is even", "state")]
+    assert invariant_names(ToyOnTop) == ("below", "adds_one", "even")
+    below, adds_one, even = bind_invariants(ToyOnTop(3))
+    assert below.check(2) is None and below.check(3) == "3 reached 3"
+    assert adds_one.check(1, "inc", (), 3, None) == "inc went from 1 to 3"
+    assert even.check(1) == "1 is odd"
+    with pytest.raises(TypeError):
+        invariant(lambda self, s: None)
+    with pytest.raises(ValueError):
+        invariant(over="pair")(Toy.inv_below)
+
+    def inv_mute(self, s):
+        return None
+
+    with pytest.raises(TypeError):
+        invariant(inv_mute)
