@@ -6,15 +6,31 @@ with its ``ds4-tp: `` prefix and trailing newline stripped, and each declaration
 function and the line that print it. Where ds4 fails without a word (``SILENT``), or does not
 fail at all because the spec checks a rule ds4 lacks (``SAFETY_RULE``), the text is the
 spec's own and says so by its prefix; the declaration then names the ds4 line that handles
-the case. ``steps.py`` builds every failure from a declaration here (tests/spec/test_ds4_texts.py
+the case. ``steps/`` builds every failure from a declaration here (tests/spec/test_ds4_texts.py
 holds it to that), so a new error text cannot be typed in place.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
+
+from verbspec.spec.gate.state import (
+    ARM_BAR_READ,
+    BATCH_HDR_READ,
+    BIG_BAR_READ,
+    BIG_HDR_READ,
+    BIG_LAYER,
+    BIG_XFER,
+    BLOCK_BAR_READ,
+    BLOCK_END,
+    BLOCK_HDR_READ,
+    BLOCK_WAIT,
+    DRAIN_WAIT,
+    WAIT,
+)
 
 DS4_REPOSITORY = "zzyu17/ds4"
 DS4_COMMIT = "1c45969407571694539fb5bca5b54795d411a4a2"
@@ -267,3 +283,91 @@ ERRORS: dict[str, Message] = {
 def documented(text: str) -> Message | None:
     """The declared error text ``text`` is an instance of, if any."""
     return next((m for m in ERRORS.values() if m.pattern.fullmatch(text)), None)
+
+
+# ----------------------------------------------------------------- the waits, by phase
+@dataclass(frozen=True)
+class Text:
+    """A declared text as a wait prints it: each field takes the wait's value of the same name,
+    or of the name ``names`` gives it (field -> value), or the value ``fixed`` gives it."""
+
+    message: Message
+    names: Mapping[str, str] = field(default_factory=dict)
+    fixed: Mapping[str, int | str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = (set(self.names) | set(self.fixed)) - set(self.message.fields)
+        if unknown or set(self.names) & set(self.fixed):
+            raise ValueError(f"{self.message.fmt!r}: fields {sorted(unknown)} unknown, or "
+                             f"both named and fixed")
+
+    def value_names(self) -> frozenset[str]:
+        """The names of the values the text reads of its wait."""
+        return frozenset(self.names.get(f, f) for f in self.message.fields
+                         if f not in self.fixed)
+
+    def __call__(self, values: Mapping[str, int | str]) -> str:
+        return self.message(**{f: self.fixed[f] if f in self.fixed else values[self.names.get(f, f)]
+                               for f in dict.fromkeys(self.message.fields)})
+
+
+@dataclass(frozen=True)
+class Wait:
+    """How a wait (a CQ poll, or a read of the data socket) ends in one phase: the text of a
+    timeout; of a dead peer (None where the wait never looks); of an error completion (a CQ
+    poll's only, its values ``status`` and ``wr_id``)."""
+
+    timeout: Text
+    peer_gone: Text | None
+    completion: Text | None = None
+
+
+# Every phase a rank waits in, and the texts its wait ends with. A CQ poll's counts are ds4's at
+# that point; a header read that fails prints strerror: EAGAIN past the socket's timeout, a reset
+# from a dead peer. A decode gate and the verify block's waits poll through tp_rdma_drain_cq.
+WAITS: dict[str, Wait] = {
+    WAIT: Wait(
+        timeout=Text(GATE_TIMEOUT),
+        peer_gone=Text(GATE_PEER),
+        completion=Text(GATE_COMPLETION)),
+    DRAIN_WAIT: Wait(
+        timeout=Text(DRAIN_TIMEOUT, {"recvs": "drain_recvs", "want": "drain_wrs"}),
+        peer_gone=Text(DRAIN_PEER),
+        completion=Text(DRAIN_COMPLETION)),
+    BIG_XFER: Wait(
+        timeout=Text(BIG_TIMEOUT, {"recvs": "big_received", "chunks": "big_win",
+                                   "sends": "big_send_done", "sent": "big_sent"}),
+        peer_gone=Text(BIG_PEER),
+        completion=Text(BIG_COMPLETION)),
+    BLOCK_WAIT: Wait(
+        timeout=Text(BLOCK_TIMEOUT, {"layer": "block_layer", "rows": "block_recv_done",
+                                     "want": "rows_due"}),
+        peer_gone=Text(BLOCK_PEER),
+        completion=Text(GATE_COMPLETION)),
+    # ds4_tp_batch_block_end never checks the peer
+    BLOCK_END: Wait(
+        timeout=Text(BLOCK_END_TIMEOUT, {"rows": "block_recv_done", "want": "block_total",
+                                         "pending": "send_outstanding"}),
+        peer_gone=None,
+        completion=Text(GATE_COMPLETION)),
+    ARM_BAR_READ: Wait(
+        timeout=Text(WINDOW_BARRIER_TIMEOUT),
+        peer_gone=Text(WINDOW_BARRIER_CLOSED)),
+    BIG_HDR_READ: Wait(
+        timeout=Text(BIG_HEADER_FAILED, {"seq": "big_no"},
+                     {"layer": BIG_LAYER, "reason": READ_TIMEOUT_ERRNO}),
+        peer_gone=Text(BIG_HEADER_FAILED, {"seq": "big_no"},
+                       {"layer": BIG_LAYER, "reason": PEER_CLOSED_ERRNO})),
+    BIG_BAR_READ: Wait(
+        timeout=Text(BIG_BARRIER),
+        peer_gone=Text(BIG_BARRIER)),
+    BLOCK_HDR_READ: Wait(
+        timeout=Text(BLOCK_HEADER_FAILED, fixed={"reason": READ_TIMEOUT_ERRNO}),
+        peer_gone=Text(BLOCK_HEADER_FAILED, fixed={"reason": PEER_CLOSED_ERRNO})),
+    BATCH_HDR_READ: Wait(
+        timeout=Text(BATCH_HEADER_FAILED, fixed={"reason": READ_TIMEOUT_ERRNO}),
+        peer_gone=Text(BATCH_HEADER_FAILED, fixed={"reason": PEER_CLOSED_ERRNO})),
+    BLOCK_BAR_READ: Wait(
+        timeout=Text(WINDOW_BARRIER_TIMEOUT),
+        peer_gone=Text(WINDOW_BARRIER_CLOSED)),
+}

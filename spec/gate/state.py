@@ -54,7 +54,7 @@ BLOCK_PHASES = frozenset({BLOCK_POST, BLOCK_BAR_SEND, BLOCK_BAR_READ, BLOCK_SEND
                           BLOCK_END})
 
 # The phase graph: the phases a live rank may enter from each phase (FAILED and CRASHED, the
-# dead ends, are reachable from every live phase). steps.py moves a rank only along it.
+# dead ends, are reachable from every live phase). steps/ moves a rank only along it.
 NEXT_PHASES: dict[str, frozenset[str]] = {
     INIT: frozenset({IDLE}),
     IDLE: frozenset({ARM_POST, SEND, DRAIN_POST, BIG_HDR_SEND, BLOCK_HDR_SEND, BLOCK_POST,

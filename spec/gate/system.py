@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from verbspec.spec.actions import action_names, name_of
+from verbspec.spec.actions import (
+    action_names,
+    bind_invariants,
+    declared_invariants,
+    invariant,
+    name_of,
+)
 from verbspec.spec.fabric import CQE, Message, SendWR, completes, new_fabric
 from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import PARAMS, GateConfig, make_config
@@ -28,34 +34,10 @@ from verbspec.spec.gate.state import (
 from verbspec.spec.gate.steps import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS, GateSpec
 from verbspec.spec.gate.variants import PROFILES, VARIANTS
 from verbspec.spec.gate.wire import TAG_BULK
-from verbspec.spec.lts import Invariant
 from verbspec.spec.params import check_values, check_variants
 
 PROTOCOL = "gate"
 
-
-INVARIANT_DOCS: dict[str, str] = {
-    "no_silent_drop": "no SEND ever reaches a UC queue pair with no receive posted",
-    "chunk_alignment": "the k-th chunk sent for gate s lands in the receive posted for gate s, "
-                       "chunk k (drain dummies only in lookahead receives, big-gate chunks only "
-                       "in their own staging receive)",
-    "watermark_sound": "recv_done never exceeds the last gate whose whole vector landed, and a "
-                       "gate passes only with its whole vector in its slot (a verify-block "
-                       "layer only with every row so far landed whole)",
-    "slot_exclusive": "no arrival into a slot whose data is not consumed yet; no out-slot or "
-                      "staging slot rewritten while a send still reads it",
-    "mode_exclusive": "the decode window, big-gate windows and the verify block never coexist "
-                      "on the queue pair",
-    "send_accounting": "send_outstanding equals the gate and verify-block sends posted whose "
-                       "completions are not reaped yet (a drain and a big-gate window count "
-                       "their BULK sends themselves)",
-    "queue_bounds": "posted receives, in-flight sends and CQ entries stay within their depths; "
-                    "no chain is longer than chain_max",
-    "gate_order": "each rank completes gates 1, 2, 3, ... in order",
-    "no_deadlock": "without faults some step stays enabled until the workload is done and no "
-                   "rank fails; with faults every rank ends done or in a documented error",
-}
-INVARIANTS = tuple(INVARIANT_DOCS)
 
 # The mode of the queue pair a posted receive belongs to, by its buffer.
 MODE_OF_BUFFER = {"in": "decode", "stage": "big-gate", "blk": "verify-block"}
@@ -82,9 +64,7 @@ class GateSystem:
         self.actions = self.spec.actions
         if cfg.verify_blocks:
             self.weights = {**GateSystem.weights, CALL_BLOCK: self.block_weights}
-        self.invariants = tuple(
-            Invariant(name, doc, "state", getattr(self, f"inv_{name}"))
-            for name, doc in INVARIANT_DOCS.items())
+        self.invariants = bind_invariants(self)
 
     # -------------------------------------------------------------- System interface
     def initial(self) -> GateState:
@@ -139,13 +119,22 @@ class GateSystem:
                 "verify_blocks": done.count(BLOCK_OP)}
 
     # -------------------------------------------------------------- invariants
+    @invariant
     def inv_no_silent_drop(self, s: GateState) -> str | None:
+        """no SEND ever reaches a UC queue pair with no receive posted"""
         return s.ghost.drops[0] if s.ghost.drops else None
 
+    @invariant
     def inv_chunk_alignment(self, s: GateState) -> str | None:
+        """the k-th chunk sent for gate s lands in the receive posted for gate s, chunk k (drain
+        dummies only in lookahead receives, big-gate chunks only in their own staging receive)"""
         return s.ghost.misaligned[0] if s.ghost.misaligned else None
 
+    @invariant
     def inv_watermark_sound(self, s: GateState) -> str | None:
+        """recv_done never exceeds the last gate whose whole vector landed, and a gate passes only
+        with its whole vector in its slot (a verify-block layer only with every row so far landed
+        whole)"""
         if s.ghost.stale:
             return s.ghost.stale[0]
         for r, rk in enumerate(s.ranks):
@@ -154,10 +143,16 @@ class GateSystem:
                         f"whose whole vector landed")
         return None
 
+    @invariant
     def inv_slot_exclusive(self, s: GateState) -> str | None:
+        """no arrival into a slot whose data is not consumed yet; no out-slot or staging slot
+        rewritten while a send still reads it"""
         return s.ghost.clobbered[0] if s.ghost.clobbered else None
 
+    @invariant
     def inv_mode_exclusive(self, s: GateState) -> str | None:
+        """the decode window, big-gate windows and the verify block never coexist on the queue
+        pair"""
         for r, rk in enumerate(s.ranks):
             if rk.window_active and rk.phase in BIG_PHASES - {BIG_BEGIN}:
                 return f"rank {r} runs a big-gate window while its decode window is active"
@@ -168,7 +163,10 @@ class GateSystem:
                 return f"rank {r} has {' and '.join(modes)} receives posted together"
         return None
 
+    @invariant
     def inv_send_accounting(self, s: GateState) -> str | None:
+        """send_outstanding equals the gate and verify-block sends posted whose completions are not
+        reaped yet (a drain and a big-gate window count their BULK sends themselves)"""
         def counted(x: SendWR | CQE | Message) -> bool:
             # what send_outstanding counts: not a drain's or a big gate's (BULK) send
             return not x.wr_id & TAG_BULK
@@ -188,7 +186,10 @@ class GateSystem:
                         f"send completions are still to come or to reap")
         return None
 
+    @invariant
     def inv_queue_bounds(self, s: GateState) -> str | None:
+        """posted receives, in-flight sends and CQ entries stay within their depths; no chain is
+        longer than chain_max"""
         cfg = self.params
         if s.ghost.long_chains:
             return s.ghost.long_chains[0]
@@ -204,10 +205,15 @@ class GateSystem:
                 return f"rank {r}'s completion queue overflowed its {cfg.cq_depth} entries"
         return None
 
+    @invariant
     def inv_gate_order(self, s: GateState) -> str | None:
+        """each rank completes gates 1, 2, 3, ... in order"""
         return s.ghost.order[0] if s.ghost.order else None
 
+    @invariant
     def inv_no_deadlock(self, s: GateState) -> str | None:
+        """without faults some step stays enabled until the workload is done and no rank fails; with
+        faults every rank ends done or in a documented error"""
         if not s.ghost.faulted:
             for r, rk in enumerate(s.ranks):
                 if rk.phase == FAILED:
@@ -224,6 +230,11 @@ class GateSystem:
             stuck = [r for r in (0, 1) if s.ranks[r].alive and not self.finished(s, r)]
             return f"rank {stuck[0]} is stuck in {s.ranks[stuck[0]].phase} with no way out"
         return None
+
+
+# the invariants' names, in report order, and what each states
+INVARIANT_DOCS: dict[str, str] = {d.name: d.doc for d in declared_invariants(GateSystem)}
+INVARIANTS = tuple(INVARIANT_DOCS)
 
 
 def build(values: Mapping[str, Any], variants: Sequence[str] = ()) -> GateSystem:

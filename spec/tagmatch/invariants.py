@@ -1,4 +1,5 @@
-"""The tag-matching system's invariants, each named after the property it states.
+"""The tag-matching system's invariants, each named after the property it states and declared
+with ``@invariant`` (spec/actions.py) on :class:`TagMatchInvariants`, in report order.
 
 Step invariants see the step's observation (the matches, revocations and cancels it made, and
 what the software engine made at the same linearization point); state invariants see one state.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from verbspec.spec.actions import bind_invariants, invariant, invariant_names
 from verbspec.spec.lts import Invariant
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
@@ -33,31 +35,22 @@ class Judged(Protocol):
 
     def eager(self, m: tm.Msg) -> bool: ...
 
-INVARIANTS = (
-    "mpi_order",
-    "non_overtaking",
-    "match_once",
-    "offload_refines_software",
-    "no_lost_message",
-    "shadow_consistent",
-    "eager_buffer_safety",
-    "rndv_buffer_safety",
-    "truncation_reported",
-)
 
+class TagMatchInvariants:
+    """The named invariants of one built system, in report order (they read its parameters and
+    variants)."""
 
-def invariants(system: Judged) -> tuple[Invariant, ...]:
-    """The named invariants of a built system (they read its parameters and variants)."""
-    p = system.params
-    M = p.messages
+    def __init__(self, system: Judged):
+        self.system = system
+        self.p = system.params
 
-    def matched_mids(s: State) -> set[int]:
-        return {st for st in s.status if st >= 0}
-
-    def mpi_order(pre: State, name: str, args: tuple, post: State, obs: StepObs):
+    @invariant(over="step")
+    def inv_mpi_order(self, pre: State, name: str, args: tuple, post: State, obs: StepObs):
+        """a message takes the earliest posted pending receive that matches it, a receive the
+        earliest arrived unexpected message; a probe names that message"""
         if not isinstance(obs, StepObs) or not (obs.matches or obs.probe):
             return None
-        taken = matched_mids(post)
+        taken = _matched(post)
         order = {mid: i for i, mid in enumerate(post.arrived)}
         for rid, mid in obs.matches:
             m, r = post.msgs[mid], post.recvs[rid]
@@ -79,10 +72,14 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                         f"must take m{want}, the earliest arrived match")
         return None
 
-    def non_overtaking(pre: State, name: str, args: tuple, post: State, obs: StepObs):
+    @invariant(over="step")
+    def inv_non_overtaking(self, pre: State, name: str, args: tuple, post: State, obs: StepObs):
+        """no message is matched while an earlier message of the same sender that matches the same
+        receive is left unmatched"""
+        M = self.p.messages
         if not isinstance(obs, StepObs) or not obs.matches:
             return None
-        taken = matched_mids(post)
+        taken = _matched(post)
         for rid, mid in obs.matches:
             r = post.recvs[rid]
             for mid2 in range(mid - mid % M, mid):
@@ -92,10 +89,13 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                             f"both match receive r{rid}, which took m{mid}")
         return None
 
-    def match_once(pre: State, name: str, args: tuple, post: State, obs: StepObs):
+    @invariant(over="step")
+    def inv_match_once(self, pre: State, name: str, args: tuple, post: State, obs: StepObs):
+        """every receive and every message is matched at most once; a cancelled receive is never
+        matched"""
         if not isinstance(obs, StepObs) or not (obs.matches or obs.cancelled):
             return None
-        taken = matched_mids(pre)
+        taken = _matched(pre)
         for rid, mid in obs.matches:
             was = pre.status[rid] if rid < len(pre.status) else PENDING  # posted this step
             if was == CANCELLED:
@@ -110,7 +110,11 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                 return f"receive r{rid} was cancelled after it matched"
         return None
 
-    def refines(pre: State, name: str, args: tuple, post: State, obs: StepObs):
+    @invariant(over="step")
+    def inv_offload_refines_software(self, pre: State, name: str, args: tuple, post: State,
+                                     obs: StepObs):
+        """every step of the offloaded engine produces the matches and cancels the software engine
+        produces at its linearization point, leaving the same lists"""
         if post.ghost is None:
             return None   # no offload: the engine is the software engine
         if isinstance(obs, StepObs) and obs.ghost is not None:
@@ -128,7 +132,12 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                     f"software engine's {list(g.unexpected_ids())}")
         return None
 
-    def no_lost_message(s: State):
+    @invariant
+    def inv_no_lost_message(self, s: State):
+        """every sent message is in exactly one place (wire, completion queue, unexpected list, a
+        matched receive); once nothing is in flight no pending receive matches an unexpected
+        message"""
+        p, system = self.p, self.system
         seen: dict[int, int] = {}
         places = [mid for snd in range(p.senders) for mid in in_flight(s, snd)]
         places += [st for st in s.status if st >= 0]
@@ -156,7 +165,12 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                                 f"each other but nothing is left to bring them together")
         return None
 
-    def shadow_consistent(s: State):
+    @invariant
+    def inv_shadow_consistent(self, s: State):
+        """software's shadow covers exactly the receives hardware holds or has completions in flight
+        for; hardware holds a head of the posted list within its capacity; the unexpected counts
+        agree"""
+        p, system = self.p, self.system
         if not system.offload:
             return None
         e = s.engine
@@ -184,7 +198,10 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
             return "software's unexpected count does not account for hardware's reports"
         return None
 
-    def eager_buffer_safety(s: State):
+    @invariant
+    def inv_eager_buffer_safety(self, s: State):
+        """an eager sender's buffer is released only after its payload left the wire"""
+        p, system = self.p, self.system
         for snd in range(p.senders):
             for mid in in_flight(s, snd):
                 if s.released[mid] and system.eager(s.msgs[mid]):
@@ -192,14 +209,20 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                             "while its payload is still on the wire")
         return None
 
-    def rndv_buffer_safety(s: State):
+    @invariant
+    def inv_rndv_buffer_safety(self, s: State):
+        """a rendezvous sender's buffer is released only after the receiver's READ of it
+        completed"""
         for mid, st in enumerate(s.stage):
             if s.released[mid] and st in (NEED_READ, READING, FIN_EARLY):
                 return (f"the sender of rendezvous message m{mid} may reuse its buffer "
                         "while the receiver's RDMA READ has not finished reading it")
         return None
 
-    def truncation_reported(s: State):
+    @invariant
+    def inv_truncation_reported(self, s: State):
+        """a receive completes with a truncation error exactly when its message is longer than its
+        buffer"""
         for rid, code in enumerate(s.completion):
             if not code:
                 continue
@@ -215,38 +238,15 @@ def invariants(system: Judged) -> tuple[Invariant, ...]:
                 return f"receive r{rid} reported truncation of m{mid}, which fits"
         return None
 
-    table = {
-        "mpi_order": ("step", mpi_order,
-                      "a message takes the earliest posted pending receive that matches it, "
-                      "a receive the earliest arrived unexpected message; a probe names "
-                      "that message"),
-        "non_overtaking": ("step", non_overtaking,
-                           "no message is matched while an earlier message of the same sender "
-                           "that matches the same receive is left unmatched"),
-        "match_once": ("step", match_once,
-                       "every receive and every message is matched at most once; a "
-                       "cancelled receive is never matched"),
-        "offload_refines_software": ("step", refines,
-                                     "every step of the offloaded engine produces the "
-                                     "matches and cancels the software engine produces at "
-                                     "its linearization point, leaving the same lists"),
-        "no_lost_message": ("state", no_lost_message,
-                            "every sent message is in exactly one place (wire, completion "
-                            "queue, unexpected list, a matched receive); once nothing is in "
-                            "flight no pending receive matches an unexpected message"),
-        "shadow_consistent": ("state", shadow_consistent,
-                              "software's shadow covers exactly the receives hardware holds "
-                              "or has completions in flight for; hardware holds a head of "
-                              "the posted list within its capacity; the unexpected counts "
-                              "agree"),
-        "eager_buffer_safety": ("state", eager_buffer_safety,
-                                "an eager sender's buffer is released only after its "
-                                "payload left the wire"),
-        "rndv_buffer_safety": ("state", rndv_buffer_safety,
-                               "a rendezvous sender's buffer is released only after the "
-                               "receiver's READ of it completed"),
-        "truncation_reported": ("state", truncation_reported,
-                                "a receive completes with a truncation error exactly when "
-                                "its message is longer than its buffer"),
-    }
-    return tuple(Invariant(n, table[n][2], table[n][0], table[n][1]) for n in INVARIANTS)
+
+INVARIANTS = invariant_names(TagMatchInvariants)
+
+
+def invariants(system: Judged) -> tuple[Invariant, ...]:
+    """The named invariants of a built system (they read its parameters and variants)."""
+    return bind_invariants(TagMatchInvariants(system))
+
+
+def _matched(s: State) -> set[int]:
+    """The messages matched so far."""
+    return {st for st in s.status if st >= 0}

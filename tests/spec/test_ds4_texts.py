@@ -1,7 +1,7 @@
 """The gate spec's error texts against ds4's: every failure the spec can end a rank with is
 driven here and its text matched against the printf format of its declaration in
 spec/gate/errors.py, which is ds4's own format (ds4_tp.c, protocol v14) unless the text is
-marked as the spec's own; and every ``_fail`` in spec/gate/steps.py must build its text from
+marked as the spec's own; and every ``_fail`` in spec/gate/steps/ must build its text from
 such a declaration."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -459,20 +459,27 @@ def test_a_text_takes_exactly_its_fields_with_printf_types():
                        errors.SAFETY_RULE)
 
 
-# ---------------------------------------------------------------- the source of steps.py
+# ---------------------------------------------------------------- the source of the steps
 def ad_hoc_failures(source: str) -> list[str]:
-    """Places in ``source`` (steps.py) that end a rank with a text not built from a declared
-    one: a ``_fail`` whose message is neither ``errors.NAME(...)`` nor a call of a GateSpec
-    method whose every return is one; a rank put in FAILED, or given an error, outside
-    ``_fail`` (``do_crash`` records "crashed" for a crashed rank, which is no failure)."""
+    """Places in ``source`` (the steps' modules) that end a rank with a text not built from a
+    declared one: a ``_fail`` whose message is neither ``errors.NAME(...)`` (or a text of the
+    waits' table, ``errors.WAITS[phase].column(...)``) nor a call of a GateSpec method whose
+    every return is one; a rank put in FAILED, or given an error, outside ``_fail``
+    (``do_crash`` records "crashed" for a crashed rank, which is no failure)."""
     tree = ast.parse(source)
     methods = {f.name: f for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
                for f in node.body if isinstance(f, ast.FunctionDef)}
 
     def declared_text(node: ast.expr | None) -> bool:
-        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "errors"
-                and node.func.attr in errors.ERRORS)
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return False
+        func = node.func
+        if isinstance(func.value, ast.Subscript) and func.attr in WAIT_COLUMNS:
+            func = func.value.value     # errors.WAITS[phase].column(values)
+            return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                    and func.value.id == "errors" and func.attr == "WAITS")
+        return (isinstance(func.value, ast.Name) and func.value.id == "errors"
+                and func.attr in errors.ERRORS)
 
     def declared_helper(node: ast.expr) -> bool:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -503,7 +510,10 @@ def ad_hoc_failures(source: str) -> list[str]:
     return bad
 
 
-STEPS_SOURCE = Path(steps_module.__file__).read_text()
+WAIT_COLUMNS = frozenset(f.name for f in fields(errors.Wait))
+# the steps package's modules, read as one source
+STEPS_SOURCE = "".join(f.read_text()
+                       for f in sorted(Path(steps_module.__file__).parent.glob("*.py")))
 
 
 def test_every_failure_in_steps_uses_a_declared_text():
@@ -513,7 +523,8 @@ def test_every_failure_in_steps_uses_a_declared_text():
 @pytest.mark.parametrize("old, new", [
     ("errors.GATE_ORDER(layer=layer, gate=gate, seq=seq)",
      'f"gate order broke: layer {layer} gate {gate} vs seq {seq}"'),
-    ("return errors.GATE_PEER()", 'return "peer disconnected during RDMA gate"'),
+    ("errors.WAITS[rk.phase].peer_gone(self.wait_values(r, rk))",
+     '"peer disconnected during RDMA gate"'),
     ("errors.BIG_UNAVAILABLE()", "errors.PEER_CLOSED_ERRNO"),
     ("phase=IDLE)\n", "phase=FAILED)\n"),
 ])
