@@ -1,6 +1,7 @@
-"""The native gate engine (``native/gate_engine.c``) as an implementation of one gate rank: the
-same calls as the reference engine, the same ``Emitted``, ``EngineView`` and ``EngineError``,
-so the conformance harness holds it to the spec exactly as it holds ``GateEngine``.
+"""The native gate engine (``native/gate/gate_engine.c``) as an implementation of one gate
+rank: the same calls as the reference engine, the same ``Emitted``, ``EngineView`` and
+``EngineError``, so the conformance harness holds it to the spec exactly as it holds
+``GateEngine``.
 
 The adapter only converts: the configuration into the C engine's parameter struct, inputs into
 C structs, and what the engine emitted back into the reference engine's values. The protocol is

@@ -1,7 +1,7 @@
-"""The native tag-matching engine (``native/tag_engine.c``) as a ``TagImpl``: each call goes
-to the C engine through its cffi module, and what it emitted and its view come back as the
-reference engine's ``Emitted`` and ``EngineView``; a refusal is raised as ``EngineError`` with
-the C engine's message (the reference engine's text).
+"""The native tag-matching engine (``native/tagmatch/tagmatch_engine.c``) as a ``TagImpl``:
+each call goes to the C engine through its cffi module, and what it emitted and its view come
+back as the reference engine's ``Emitted`` and ``EngineView``; a refusal is raised as
+``EngineError`` with the C engine's message (the reference engine's text).
 
 ``native(cfg)`` is the factory ``verbspec conform --impl native`` uses.
 """
@@ -37,7 +37,7 @@ _CQE_KINDS = ("match", "unexpected", "removed")
 
 def module() -> ModuleType:
     """The compiled engine; ValueError saying so where it was not built."""
-    mod = native_pkg.load("tag")
+    mod = native_pkg.load("tagmatch")
     if mod is None:
         raise ValueError(NOT_BUILT)
     return mod
