@@ -19,8 +19,8 @@
 #define VS_PRINTF(f, a)
 #endif
 
-/* The spec's text or constant NAME (native/generated/spec_constants.h): every text a rank
- * fails with is spec/gate/errors.py's declaration NAME. */
+/* The spec's text or constant NAME (native/generated/spec_constants.h): a text by the name of
+ * its declaration in spec/gate/errors.py, a parameter's bounds as PARAM_MIN and PARAM_MAX. */
 #define SPEC(name) VS_SPEC_GATE_##name
 
 typedef unsigned long long ull;

@@ -318,9 +318,9 @@ def _tagmatch_lines() -> list[str]:
         out += _render_define(Define(f"VS_SPEC_TAGMATCH_{name}", c_int(value), note))
     out += _section("tag matching: names, in the C engine's enum order")
     for name, items, note in (
-            ("KIND_NAMES", native_tagmatch._KIND_NAMES, "message kinds"),
-            ("OP_NAMES", native_tagmatch._OP_KINDS, "the ops software sends the NIC"),
-            ("CQE_NAMES", native_tagmatch._CQE_KINDS, "the NIC's completions")):
+            ("KIND_NAMES", native_tagmatch.KIND_NAMES, "message kinds"),
+            ("OP_NAMES", native_tagmatch.OP_KINDS, "the ops software sends the NIC"),
+            ("CQE_NAMES", native_tagmatch.CQE_KINDS, "the NIC's completions")):
         out += _initializer(f"VS_SPEC_TAGMATCH_{name}", items, note)
     out += _section("tag matching: texts (printf formats of the id)")
     for name, raise_it, note in (

@@ -75,9 +75,9 @@ def test_compiled_the_macros_are_the_specs_values(tmp_path):
                ("VS_SPEC_GATE_DRAIN_POLL_BATCH(16)", 33)]
     names = [("VS_SPEC_GATE_PHASE_NAMES", native_gate.PHASES),
              ("VS_SPEC_GATE_BUF_NAMES", native_gate.BUFS),
-             ("VS_SPEC_TAGMATCH_KIND_NAMES", native_tagmatch._KIND_NAMES),
-             ("VS_SPEC_TAGMATCH_OP_NAMES", native_tagmatch._OP_KINDS),
-             ("VS_SPEC_TAGMATCH_CQE_NAMES", native_tagmatch._CQE_KINDS)]
+             ("VS_SPEC_TAGMATCH_KIND_NAMES", native_tagmatch.KIND_NAMES),
+             ("VS_SPEC_TAGMATCH_OP_NAMES", native_tagmatch.OP_KINDS),
+             ("VS_SPEC_TAGMATCH_CQE_NAMES", native_tagmatch.CQE_KINDS)]
     body = [f'    fputs(VS_SPEC_GATE_{n}, stdout); putchar(0x1e);' for n in texts]
     body += [f'    printf("%llu", (unsigned long long)({m})); putchar(0x1e);'
              if v >= 0 else f'    printf("%lld", (long long)({m})); putchar(0x1e);'
