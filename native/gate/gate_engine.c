@@ -272,12 +272,12 @@ static int bad_config(char *err, size_t err_len, const char *fmt, ...) VS_PRINTF
 static int bad_config(char *err, size_t err_len, const char *fmt, ...)
 {
     if (err && err_len) {
-        int at = snprintf(err, err_len, "gate engine configuration: ");
+        char what[VS_GATE_TEXT];
         va_list ap;
         va_start(ap, fmt);
-        if (at >= 0 && (size_t)at < err_len)
-            vsnprintf(err + at, err_len - (size_t)at, fmt, ap);
+        vsnprintf(what, sizeof what, fmt, ap);
         va_end(ap);
+        snprintf(err, err_len, "gate engine configuration: %s", what);
     }
     return VS_GATE_REFUSED;
 }

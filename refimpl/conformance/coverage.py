@@ -43,7 +43,7 @@ WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc"
 # the protocols whose engines are measured (native.ENGINES names each engine's files)
 ENGINES = ("gate", "tagmatch")
 # the native tests that drive the installed build; the rest build engines of their own
-TEST_FILES = ("test_native_gate.py", "test_native_tag.py")
+TEST_FILES = ("bindings/test_native_gate.py", "bindings/test_native_tag.py")
 OWN_BUILDS = ("not asan and not mutant and not every_bucket_is_shared and not warning_free "
               "and not globals")
 # the drive: random runs per configuration, steps per run, the rate of faults (gate)
