@@ -1,5 +1,5 @@
-"""Builds the native engines: each ``native/build_*.py`` defines a cffi builder (API mode) for one
-C engine, compiled by ``pip install -e .`` with the system compiler.
+"""Builds the native engines: each engine's folder holds a cffi builder (API mode),
+``native/ENGINE/build_ENGINE.py``, compiled by ``pip install -e .`` with the system compiler.
 
 The extensions are optional: on a machine without a C compiler the install still succeeds and
 the package runs its pure-Python engines (``verbspec.native.load`` says which were built).
@@ -20,7 +20,7 @@ class OptionalBuildExt(build_ext):
         super().run()
 
 
-BUILDERS = sorted(Path("native").glob("build_*.py"))
+BUILDERS = sorted(Path("native").glob("*/build_*.py"))
 
 setup(
     cffi_modules=[f"{p.as_posix()}:ffibuilder" for p in BUILDERS],

@@ -1,34 +1,90 @@
-"""The native engines: the gate engine and the tag-matching engine in C (``native/*.c``), each
-the same sans-I/O machine as its reference engine in ``refimpl/``, with a plain C ABI
-(``native/*.h``) that a C transport links against; and the shim that drives UCX's tag matching
-for the conformance suite (``native/ucx_tag_shim.c``, built where UCX is installed).
+"""The native engines, a folder each: ``gate/`` (the gate engine) and ``tagmatch/`` (the
+tag-matching engine), each the same sans-I/O machine as its reference engine in ``refimpl/``
+with a plain C ABI (its header) that a C transport links against, and ``ucx/``, the shim that
+drives UCX's tag matching for the conformance suite (built where UCX is installed). Beside
+them: the C programs compiled at run time from the shipped sources (``replay/``, ``bench/``,
+``verbs/``), the header of the spec's texts and constants they all include (``generated/``,
+written by ``python -m verbspec.refimpl.bindings.gen_header``), and what only test builds use
+(``testing/``: the allocation failure injector and the engines' mutants, as patches).
 
 ``pip install -e .`` compiles each engine with the system compiler into a cffi extension module
-(``native/build_*.py``). The build is optional: without a compiler the package installs and runs
-its Python engines; ``load`` says whether an engine was built.
+(each folder's ``build_*.py``). The build is optional: without a compiler the package installs
+and runs its Python engines; ``load`` says whether an engine was built.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-# engine name -> its compiled module
-MODULES = {"gate": "_gate_engine", "tag": "_tag_engine", "ucx": "_ucx_shim"}
-ENGINES = tuple(MODULES)
+HERE = Path(__file__).resolve().parent
+GENERATED = HERE / "generated"
+SPEC_HEADER = GENERATED / "spec_constants.h"
+TESTING = HERE / "testing"
+ALLOC_FAULT = TESTING / "alloc_fault.c"
+MUTANT_PATCHES = TESTING / "mutant_patches"
 
 
-def load(engine: str) -> ModuleType | None:
-    """The compiled module of ``engine`` (its ``ffi`` and ``lib``), or None where it was not
-    built (no compiler when the package was installed; for ``ucx``, no UCX headers)."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown native engine {engine!r}: expected one of {', '.join(ENGINES)}")
+@dataclass(frozen=True)
+class Engine:
+    """One native engine: its folder, C source and header, the compiled module's name in this
+    package, and the module of its cffi builder."""
+
+    name: str
+    stem: str                   # the source's and header's name, without the suffix
+    module: str                 # the compiled module, in this package
+
+    @property
+    def folder(self) -> Path:
+        return HERE / self.name
+
+    @property
+    def source(self) -> Path:
+        return self.folder / f"{self.stem}.c"
+
+    @property
+    def header(self) -> Path:
+        return self.folder / f"{self.stem}.h"
+
+    @property
+    def builder(self) -> str:
+        return f"verbspec.native.{self.name}.build_{self.name}"
+
+
+# by name: the gate and tag-matching engines by their protocol's name
+ENGINES = {e.name: e for e in (Engine("gate", "gate_engine", "_gate_engine"),
+                               Engine("tagmatch", "tagmatch_engine", "_tagmatch_engine"),
+                               Engine("ucx", "ucx_tag_shim", "_ucx_shim"))}
+# the tag-matching engine's name before the engines took their protocol's name, still
+# accepted from callers that use it
+FORMER_NAMES = {"tag": "tagmatch"}
+
+
+def engine(name: str) -> Engine:
+    name = FORMER_NAMES.get(name, name)
+    if name not in ENGINES:
+        raise ValueError(f"unknown native engine {name!r}: expected one of "
+                         f"{', '.join(ENGINES)}")
+    return ENGINES[name]
+
+
+def load(name: str) -> ModuleType | None:
+    """The compiled module of engine ``name`` (its ``ffi`` and ``lib``), or None where it was
+    not built (no compiler when the package was installed; for ``ucx``, no UCX headers)."""
     try:
-        return importlib.import_module(f"verbspec.native.{MODULES[engine]}")
+        return importlib.import_module(f"verbspec.native.{engine(name).module}")
     except ImportError:
         return None
+
+
+def builder(name: str) -> ModuleType:
+    """The cffi builder module of engine ``name``: its ``builder`` makes the engine's module
+    with other flags or from another copy of its source (the sanitized, mutant and coverage
+    builds)."""
+    return importlib.import_module(engine(name).builder)
 
 
 def load_build(path: str | Path, name: str | None = None) -> ModuleType:

@@ -47,8 +47,8 @@ def computed_once(tmp_path_factory: pytest.TempPathFactory, name: str,
 
 
 def native_module(engine: str):
-    """The compiled native engine ``engine`` (``gate`` or ``tag``); the test skips, saying so,
-    where it was not built (no C compiler at install), unless VERBSPEC_REQUIRE_NATIVE=1."""
+    """The compiled native engine ``engine`` (``gate`` or ``tagmatch``); the test skips, saying
+    so, where it was not built (no C compiler at install), unless VERBSPEC_REQUIRE_NATIVE=1."""
     from verbspec import native
 
     mod = native.load(engine)

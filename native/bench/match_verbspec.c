@@ -1,4 +1,5 @@
-/* The native tag engine (native/tag_engine.c) as a bench_match matcher, through its C ABI.
+/* The native tag-matching engine (native/tagmatch/tagmatch_engine.c) as a bench_match matcher,
+ * through its C ABI.
  *
  * The engine holds a whole job: a message is sent by its sender (vs_tag_send emits the
  * packet) and then arrives (vs_tag_delivered matches it); a receive is vs_tag_post_recv. A
@@ -10,7 +11,7 @@
 
 #include <stdlib.h>
 
-#include "tag_engine.h"
+#include "tagmatch_engine.h"
 
 #define SOURCES 8
 #define MAX_N 16384

@@ -1,5 +1,5 @@
 /* The gate engine's replay driver: runs a replay script (replay.h) against two ranks of
- * native/gate_engine.c through its public header, the ABI a C transport links against.
+ * native/gate/gate_engine.c through its public header, the ABI a C transport links against.
  *
  *   gate_replay SCRIPT      (SCRIPT "-": standard input)
  *
@@ -61,7 +61,8 @@ static const tcp_kind TCP_KINDS[] = {
     {"block", VS_GATE_TCP_BLOCK, 2, {"block layers", "block rows"}},
     {"batch", VS_GATE_TCP_BATCH, 3, {"batch layer", "batch rows", "batch seq"}},
 };
-static const char *const BUF_NAMES[VS_GATE_N_BUFS] = {"in", "out", "stage", "blk", "bout"};
+/* the registered regions' names, the spec's (native/generated/spec_constants.h) */
+static const char *const BUF_NAMES[VS_GATE_N_BUFS] = VS_SPEC_GATE_BUF_NAMES;
 
 typedef struct {
     vs_gate *rank[2];

@@ -1,6 +1,7 @@
 /* verbs_gate: one rank of the gate protocol over a real UC queue pair, the C gate engine
- * (native/gate_engine.h) driven over libibverbs, with the TCP connection as the protocol's side
- * channel (barrier bytes and big-gate headers, as refimpl/transport/side_channel.py writes them).
+ * (native/gate/gate_engine.h) driven over libibverbs, with the TCP connection as the protocol's
+ * side channel (barrier bytes and big-gate headers, as refimpl/transport/side_channel.py writes
+ * them).
  *
  *   verbs_gate --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
  *
@@ -29,6 +30,12 @@
 #include "verbs_common.h"
 #include "verbs_qp.h"
 
+/* The protocol's parameters take the spec's defaults and bounds (native/generated/
+ * spec_constants.h); vectors, messages and big gates are whole 8-byte words besides (the
+ * payload pattern is written in words). */
+#define SPEC(name) VS_SPEC_GATE_##name
+#define WORD 8u
+
 #define PEER_CHECK_EVERY 4096u      /* empty polls between liveness checks of the peer */
 #define CLOCK_CHECK_EVERY 64u       /* empty polls between deadline checks */
 #define HEADER_BYTES 32u            /* magic, layer, gate, number, chunks, depth */
@@ -37,8 +44,19 @@
 #define EXIT_USAGE 2
 #define EXIT_LEFT 3
 
+/* The registered regions: the engine's in-slots, out-slots and staging (vs_gate_buf), and the
+ * send side's own staging (the engine addresses both stagings as VS_GATE_BUF_STAGE). */
 enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, N_REGIONS };
-static const char *const REGION_NAMES[N_REGIONS] = {"in", "out", "stage", "stage_out"};
+static const int32_t REGION_BUF[N_REGIONS] = {VS_GATE_BUF_IN, VS_GATE_BUF_OUT, VS_GATE_BUF_STAGE,
+                                              VS_GATE_BUF_STAGE};
+
+/* A region's name in the trace: the spec's name of its buffer (native/generated/
+ * spec_constants.h), the send side's staging apart. */
+static const char *region_name(int reg)
+{
+    static const char *const BUF_NAMES[VS_GATE_N_BUFS] = VS_SPEC_GATE_BUF_NAMES;
+    return reg == R_STAGE_OUT ? "stage_out" : BUF_NAMES[REGION_BUF[reg]];
+}
 
 typedef struct {
     vc_endpoint ep;
@@ -119,7 +137,7 @@ static void trace_wrs(rank_t *r, const char *ev, const vs_gate_wr *w, size_t n, 
     for (size_t i = 0; i < n; i++) {
         int reg = region_of(&w[i], sends);
         fprintf(r->trace, "%s[%" PRIu64 ", \"%s\", %" PRIu64 ", %" PRIu64, i ? ", " : "",
-                w[i].wr_id, REGION_NAMES[reg], w[i].offset, w[i].length);
+                w[i].wr_id, region_name(reg), w[i].offset, w[i].length);
         if (sends)
             fprintf(r->trace, ", %s", w[i].signaled ? "true" : "false");
         fputc(']', r->trace);
@@ -176,7 +194,7 @@ static int post_recvs(rank_t *r, const vs_gate_wr *w, size_t n)
         int reg = region_of(&w[i], 0);
         if (w[i].length && w[i].offset + w[i].length > r->len[reg])
             return fail(r, "receive wr_id %" PRIu64 " reaches past the %s region", w[i].wr_id,
-                        REGION_NAMES[reg]);
+                        region_name(reg));
         r->sge[i] = (struct ibv_sge){
             .addr = (uintptr_t)(r->mem[reg] + w[i].offset), .length = (uint32_t)w[i].length,
             .lkey = r->mr[reg] ? r->mr[reg]->lkey : 0};
@@ -209,7 +227,7 @@ static int post_sends(rank_t *r, const vs_gate_wr *w, size_t n)
         int reg = region_of(&w[i], 1);
         if (w[i].length && w[i].offset + w[i].length > r->len[reg])
             return fail(r, "send wr_id %" PRIu64 " reaches past the %s region", w[i].wr_id,
-                        REGION_NAMES[reg]);
+                        region_name(reg));
         if (reg == R_STAGE_OUT && vs_gate_phase_of(r->e) != VS_GATE_DRAIN_WAIT) {
             /* stage this window's chunk (its 1-based index in the wr_id) for sending; a drain
              * dummy sends the scratch as it is */
@@ -541,9 +559,12 @@ static int setup(rank_t *r)
     vq_err err;
     r->cfg = (vs_gate_config){
         .vec_bytes = o->vec_bytes, .max_msg = o->max_msg, .window = o->window,
-        .gates_per_token = 86, .n_slots = 86, .slot_start = 0, .slot_step = 1, .slot_mask = 0,
-        .rq_depth = 1024, .sq_depth = 1024, .big_depth = VS_GATE_MAX_BIG_DEPTH,
-        .chain_max = 64, .staging_bytes = VS_GATE_MAX_BIG_DEPTH * o->max_msg,
+        .gates_per_token = SPEC(GATES_PER_TOKEN_DEFAULT), .n_slots = SPEC(N_SLOTS_DEFAULT),
+        .slot_start = SPEC(SLOT_START_DEFAULT), .slot_step = SPEC(SLOT_STEP_DEFAULT),
+        .slot_mask = SPEC(SLOT_MASK_DEFAULT), .rq_depth = SPEC(RQ_DEPTH_DEFAULT),
+        .sq_depth = SPEC(SQ_DEPTH_DEFAULT), .big_depth = SPEC(BIG_DEPTH_DEFAULT),
+        .chain_max = SPEC(CHAIN_MAX_DEFAULT),
+        .staging_bytes = SPEC(BIG_DEPTH_DEFAULT) * o->max_msg,   /* a window of whole chunks */
         .big_last_bytes = o->big_bytes % o->max_msg};
     char why[VS_GATE_TEXT];
     if (vs_gate_create(&r->cfg, 0, &r->e, why, sizeof why))
@@ -554,13 +575,14 @@ static int setup(rank_t *r)
     for (int i = 0; i < N_REGIONS; i++) {
         void *p = NULL;
         if (posix_memalign(&p, 4096, r->len[i]))
-            return fail(r, "no memory for the %s region (%zu bytes)", REGION_NAMES[i],
+            return fail(r, "no memory for the %s region (%zu bytes)", region_name(i),
                         r->len[i]);
         memset(p, 0, r->len[i]);
         r->mem[i] = p;
     }
     r->cap = c->window * 2 + c->chain_max + 2;
-    r->poll_cap = 2 * c->window + 1 > VS_GATE_BIG_POLL ? 2 * c->window + 1 : VS_GATE_BIG_POLL;
+    r->poll_cap = VS_GATE_DRAIN_POLL(c->window) > VS_GATE_BIG_POLL ? VS_GATE_DRAIN_POLL(c->window)
+                                                                    : VS_GATE_BIG_POLL;
     r->rwr = calloc(r->cap, sizeof *r->rwr);
     r->swr = calloc(r->cap, sizeof *r->swr);
     r->sge = calloc(r->cap, sizeof *r->sge);
@@ -575,7 +597,7 @@ static int setup(rank_t *r)
         return fail(r, "%s", err.text);
     for (int i = 0; i < N_REGIONS; i++)
         if (vq_reg(&r->dev, r->mem[i], r->len[i], IBV_ACCESS_LOCAL_WRITE, &r->mr[i],
-                   REGION_NAMES[i], &err))
+                   region_name(i), &err))
             return fail(r, "%s", err.text);
 
     if (o->ep.listen_port) {
@@ -637,7 +659,7 @@ static void teardown(rank_t *r)
         int code = r->mr[i] ? ibv_dereg_mr(r->mr[i]) : 0;
         if (code)
             fprintf(stderr, "verbs_gate rank %d: ibv_dereg_mr failed for the %s region: %s "
-                    "(errno %d)\n", r->o.ep.rank, REGION_NAMES[i], strerror(code), code);
+                    "(errno %d)\n", r->o.ep.rank, region_name(i), strerror(code), code);
     }
     vq_err err;
     if (vq_close(&r->dev, &err))
@@ -692,18 +714,32 @@ static void print_json(rank_t *r)
 }
 
 /* ------------------------------------------------------------------ arguments */
-static const char USAGE[] =
-    "usage: verbs_gate --rank 0|1 --device DEV (--listen PORT | --peer HOST:PORT)\n"
-    "  [--gid-index I (0)] [--ib-port P (1)] [--gates N (10000)] [--more-gates K (N/10)]\n"
-    "  [--big-bytes M (12582912; 0: none)] [--vector-bytes B (24576)] [--max-msg B (16384)]\n"
-    "  [--window W (16)] [--cq-depth C (515)] [--timeout-ms T (750)]\n"
-    "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] [--exit-after SEQ] [--json] [--trace FILE]\n";
+static char USAGE[1024];
+
+static void usage_text(void)
+{
+    snprintf(USAGE, sizeof USAGE,
+             "usage: verbs_gate --rank 0|1 --device DEV (--listen PORT | --peer HOST:PORT)\n"
+             "  [--gid-index I (0)] [--ib-port P (1)] [--gates N (10000)] [--more-gates K "
+             "(N/10)]\n"
+             "  [--big-bytes M (12582912; 0: none)] [--vector-bytes B (%llu)] [--max-msg B "
+             "(%llu)]\n"
+             "  [--window W (%llu)] [--cq-depth C (%llu)] [--timeout-ms T (%llu)]\n"
+             "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] "
+             "[--exit-after SEQ]\n"
+             "  [--json] [--trace FILE]\n",
+             (unsigned long long)SPEC(VEC_BYTES_DEFAULT), (unsigned long long)SPEC(MAX_MSG_DEFAULT),
+             (unsigned long long)SPEC(WINDOW_DEFAULT), (unsigned long long)SPEC(CQ_DEPTH_DEFAULT),
+             (unsigned long long)SPEC(TIMEOUT_MS_DEFAULT));
+}
 
 static int parse(int argc, char **argv, options *o)
 {
+    usage_text();
     *o = (options){.ep = vc_endpoint_defaults(), .gates = 10000, .more_gates = UINT64_MAX,
-                   .big_bytes = 12u << 20, .vec_bytes = 24576, .max_msg = 16384, .window = 16,
-                   .cq_depth = 515, .timeout_ms = 750};
+                   .big_bytes = 12u << 20, .vec_bytes = SPEC(VEC_BYTES_DEFAULT),
+                   .max_msg = SPEC(MAX_MSG_DEFAULT), .window = SPEC(WINDOW_DEFAULT),
+                   .cq_depth = SPEC(CQ_DEPTH_DEFAULT), .timeout_ms = SPEC(TIMEOUT_MS_DEFAULT)};
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
         int got = vc_option("verbs_gate", USAGE, argc, argv, &i, &a, &v, &o->ep);
@@ -722,19 +758,22 @@ static int parse(int argc, char **argv, options *o)
             if (vc_number("verbs_gate", USAGE, a, v, 0, UINT64_C(1) << 36, &o->big_bytes))
                 return -1;
         } else if (strcmp(a, "--vector-bytes") == 0) {
-            if (vc_number("verbs_gate", USAGE, a, v, 8, UINT64_C(1) << 31, &o->vec_bytes))
+            if (vc_number("verbs_gate", USAGE, a, v, WORD, SPEC(VEC_BYTES_MAX), &o->vec_bytes))
                 return -1;
         } else if (strcmp(a, "--max-msg") == 0) {
-            if (vc_number("verbs_gate", USAGE, a, v, 8, UINT64_C(1) << 30, &o->max_msg))
+            if (vc_number("verbs_gate", USAGE, a, v, WORD, SPEC(MAX_MSG_MAX), &o->max_msg))
                 return -1;
         } else if (strcmp(a, "--window") == 0) {
-            if (vc_number("verbs_gate", USAGE, a, v, 1, 256, &o->window))
+            if (vc_number("verbs_gate", USAGE, a, v, SPEC(WINDOW_MIN), SPEC(WINDOW_MAX),
+                          &o->window))
                 return -1;
         } else if (strcmp(a, "--cq-depth") == 0) {
-            if (vc_number("verbs_gate", USAGE, a, v, 1, 1u << 22, &o->cq_depth))
+            if (vc_number("verbs_gate", USAGE, a, v, SPEC(CQ_DEPTH_MIN), SPEC(CQ_DEPTH_MAX),
+                          &o->cq_depth))
                 return -1;
         } else if (strcmp(a, "--timeout-ms") == 0) {
-            if (vc_number("verbs_gate", USAGE, a, v, 1, 60000, &n))
+            if (vc_number("verbs_gate", USAGE, a, v, SPEC(TIMEOUT_MS_MIN), SPEC(TIMEOUT_MS_MAX),
+                          &n))
                 return -1;
             o->timeout_ms = (int)n;
         } else if (strcmp(a, "--exit-after") == 0) {
@@ -747,7 +786,7 @@ static int parse(int argc, char **argv, options *o)
     }
     if (vc_endpoint_check("verbs_gate", USAGE, &o->ep))
         return -1;
-    if (o->vec_bytes % 8 || o->max_msg % 8 || o->big_bytes % 8) {
+    if (o->vec_bytes % WORD || o->max_msg % WORD || o->big_bytes % WORD) {
         fprintf(stderr, "verbs_gate: --vector-bytes, --max-msg and --big-bytes must be multiples "
                 "of 8 (the payload pattern is written in 8-byte words)\n");
         return -1;

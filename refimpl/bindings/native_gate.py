@@ -1,6 +1,7 @@
-"""The native gate engine (``native/gate_engine.c``) as an implementation of one gate rank: the
-same calls as the reference engine, the same ``Emitted``, ``EngineView`` and ``EngineError``,
-so the conformance harness holds it to the spec exactly as it holds ``GateEngine``.
+"""The native gate engine (``native/gate/gate_engine.c``) as an implementation of one gate
+rank: the same calls as the reference engine, the same ``Emitted``, ``EngineView`` and
+``EngineError``, so the conformance harness holds it to the spec exactly as it holds
+``GateEngine``.
 
 The adapter only converts: the configuration into the C engine's parameter struct, inputs into
 C structs, and what the engine emitted back into the reference engine's values. The protocol is
@@ -62,7 +63,8 @@ from verbspec.spec.gate.state import (
 )
 from verbspec.spec.gate.wire import Hello, TcpItem
 
-# the C engine's vs_gate_phase and vs_gate_buf, in enum order
+# the C engine's vs_gate_phase and vs_gate_buf, in enum order (native/generated/
+# spec_constants.h's VS_SPEC_GATE_PHASE_NAMES and VS_SPEC_GATE_BUF_NAMES are written from these)
 PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
           DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
           BIG_BAR_READ, BIG_XFER, BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST, BLOCK_BAR_SEND,

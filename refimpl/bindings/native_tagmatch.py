@@ -1,7 +1,7 @@
-"""The native tag-matching engine (``native/tag_engine.c``) as a ``TagImpl``: each call goes
-to the C engine through its cffi module, and what it emitted and its view come back as the
-reference engine's ``Emitted`` and ``EngineView``; a refusal is raised as ``EngineError`` with
-the C engine's message (the reference engine's text).
+"""The native tag-matching engine (``native/tagmatch/tagmatch_engine.c``) as a ``TagImpl``:
+each call goes to the C engine through its cffi module, and what it emitted and its view come
+back as the reference engine's ``Emitted`` and ``EngineView``; a refusal is raised as
+``EngineError`` with the C engine's message (the reference engine's text).
 
 ``native(cfg)`` is the factory ``verbspec conform --impl native`` uses.
 """
@@ -30,14 +30,16 @@ NOT_BUILT = ("the native tag-matching engine is not built: reinstall with a C co
 # refuses; the refusal's text then shows the value as given (its repr).
 _SENTINEL = -(2 ** 63)
 _KINDS = {EAGER: 0, RNDV: 1}
-_KIND_NAMES = (EAGER, RNDV)
-_OP_KINDS = ("add", "remove", "sync")
-_CQE_KINDS = ("match", "unexpected", "removed")
+# the names of the C engine's message kinds, NIC ops and NIC completions, in its enums' order
+# (native/generated/spec_constants.h's VS_SPEC_TAGMATCH_*_NAMES are written from these)
+KIND_NAMES = (EAGER, RNDV)
+OP_KINDS = ("add", "remove", "sync")
+CQE_KINDS = ("match", "unexpected", "removed")
 
 
 def module() -> ModuleType:
     """The compiled engine; ValueError saying so where it was not built."""
-    mod = native_pkg.load("tag")
+    mod = native_pkg.load("tagmatch")
     if mod is None:
         raise ValueError(NOT_BUILT)
     return mod
@@ -150,7 +152,7 @@ class NativeTagEngine:
             got[name] = tuple(o[base:base + n]) if width == 1 else tuple(
                 tuple(o[i:i + width]) for i in range(base, base + n * width, width))
         if kinds & 1:
-            got["sends"] = tuple(Packet(*p[:5], _KIND_NAMES[p[5]]) for p in got["sends"])
+            got["sends"] = tuple(Packet(*p[:5], KIND_NAMES[p[5]]) for p in got["sends"])
         if kinds & 32:
             got["reads"] = tuple(Read(*r) for r in got["reads"])
         if kinds & 256:
@@ -222,9 +224,9 @@ class NativeTagEngine:
             where = ints(v.where, v.nposted)
             hw = ints(v.hw, v.nhw)
             claims = tuple((c.rid, c.mid, bool(c.cancelling)) for c in v.claims[0:v.nclaims])
-            ops = tuple((_OP_KINDS[o.kind], o.count, o.rid if o.rid >= 0 else None)
+            ops = tuple((OP_KINDS[o.kind], o.count, o.rid if o.rid >= 0 else None)
                         for o in v.ops[0:v.nops])
-            cq = tuple((_CQE_KINDS[c.kind], c.rid if c.rid >= 0 else None,
+            cq = tuple((CQE_KINDS[c.kind], c.rid if c.rid >= 0 else None,
                         c.mid if c.mid >= 0 else None, bool(c.ok)) for c in v.cq[0:v.ncq])
             counts = (v.sw_count, v.sent_count, v.reported, v.synced)
         else:

@@ -1,5 +1,5 @@
 """UCX's own tag matching as a partial ``TagImpl``: the receiver is a UCX worker driven by the
-shim ``native/ucx_tag_shim.c`` (one context and worker over the ``self`` transport, an
+shim ``native/ucx/ucx_tag_shim.c`` (one context and worker over the ``self`` transport, an
 endpoint to itself per sender), so what is held to the spec is UCX's matching of posted
 receives and unexpected messages, its cancel, probe and truncation, not a model of them.
 
@@ -8,7 +8,7 @@ How the spec's steps reach UCX:
 - ``send`` is recorded; the UCX send is issued when the spec delivers the message
   (``delivered``), and the worker is progressed until UCX has taken it, so UCX sees messages
   arrive in the spec's order. The envelope travels in the 64-bit UCX tag (communicator, source
-  and tag fields: ``native/ucx_tag_shim.h``); ANY_SOURCE and ANY_TAG clear the field in the
+  and tag fields: ``native/ucx/ucx_tag_shim.h``); ANY_SOURCE and ANY_TAG clear the field in the
   receive's mask.
 - A message's id travels in its length and payload. With ``K`` messages in the job, a message
   of ``n`` spec bytes is ``n*K + mid`` UCX bytes, each equal to ``mid % 256``, and a receive of

@@ -5,9 +5,10 @@ engine, UCX's own tag matching and a textbook list walk side by side in one run.
 ``gate``: the gate engine's cost per decode gate, the reference engine and the native one.
 
 The harness is compiled here with the system compiler into a temporary directory, with each
-matcher whose sources and libraries are present: the native engine when native/tag_engine.c
-is there, UCX when libucx-dev is installed (Debian: ``apt install libucx-dev``). A matcher that
-cannot be built is named on stderr with the reason, and its column is null.
+matcher whose sources and libraries are present: the native engine when
+native/tagmatch/tagmatch_engine.c is there, UCX when libucx-dev is installed (Debian:
+``apt install libucx-dev``). A matcher that cannot be built is named on stderr with the
+reason, and its column is null.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from verbspec.refimpl.engines.gate_engine import Completion
 from verbspec.spec.gate.state import WINDOW_BARRIER
 from verbspec.spec.gate.wire import TcpItem
 
-NATIVE = Path(native.__file__).resolve().parent
-BENCH = NATIVE / "bench"
+BENCH = native.HERE / "bench"
+GATE, TAGMATCH = native.engine("gate"), native.engine("tagmatch")
 CFLAGS = ("-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra")
 MATCHERS = ("verbspec", "ucx", "listwalk")
 
@@ -51,8 +52,8 @@ class Optional:
 
 OPTIONAL = (
     Optional("verbspec", "BENCH_WITH_VERBSPEC",
-             (BENCH / "match_verbspec.c", NATIVE / "tag_engine.c"), (),
-             "the native tag engine's sources (native/tag_engine.c)"),
+             (BENCH / "match_verbspec.c", TAGMATCH.source), (),
+             "the native tag-matching engine's sources (native/tagmatch/tagmatch_engine.c)"),
     Optional("ucx", "BENCH_WITH_UCX", (BENCH / "match_ucx.c",), ("-lucp", "-lucs"),
              "UCX's headers and libraries (Debian: apt install libucx-dev)"),
 )
@@ -70,7 +71,8 @@ def _compile(out: Path, matchers: list[Optional]) -> subprocess.CompletedProcess
     for m in matchers:
         sources.extend(m.sources)
     return cprogram.compile_c(out, sources, (*CFLAGS, *(f"-D{m.define}" for m in matchers)),
-                              (NATIVE, BENCH), tuple(lib for m in matchers for lib in m.libs))
+                              (TAGMATCH.folder, BENCH),
+                              tuple(lib for m in matchers for lib in m.libs))
 
 
 def build(workdir: Path) -> tuple[Path, dict[str, str]]:
@@ -172,8 +174,8 @@ def _gate_in_c(n: int) -> float:
     compiler()
     with tempfile.TemporaryDirectory(prefix="verbspec-bench-") as tmp:
         exe = Path(tmp) / "bench_gate"
-        done = cprogram.compile_c(exe, (BENCH / "gate_loop.c", NATIVE / "gate_engine.c"),
-                                  CFLAGS, (NATIVE,))
+        done = cprogram.compile_c(exe, (BENCH / "gate_loop.c", GATE.source), CFLAGS,
+                                  (GATE.folder,))
         if done.returncode != 0:
             raise BenchError(f"the gate loop did not compile:\n{done.stderr.strip()}")
         run = subprocess.run([str(exe), str(n)], capture_output=True, text=True)

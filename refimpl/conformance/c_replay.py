@@ -8,12 +8,15 @@ and its expected emission and views (``emission`` and the spec's rank views for 
 line per step (native/replay/replay.h describes the format). A driver, compiled here from the
 shipped sources with ``-Wall -Wextra -Werror``, makes each call through the engine's header,
 formats what the engine emitted in the same text and stops at the first difference, naming
-the step, the action and the field.
+the step, the action and the field. Among a driver's extra flags, ``-DVS_MUTANT=N`` links
+mutant N of the engine instead (its patch applied to a copy of the engine's source:
+``refimpl/conformance/mutants.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import tempfile
 import time
@@ -26,6 +29,7 @@ from verbspec import native
 from verbspec.refimpl.bindings.cprogram import BuildError, compile_c
 from verbspec.refimpl.bindings.native_gate import config_values as gate_config_values
 from verbspec.refimpl.conformance import gate as gate_conf
+from verbspec.refimpl.conformance import mutants
 from verbspec.refimpl.conformance import tagmatch as tag_conf
 from verbspec.refimpl.conformance.gate import CONFORMANCE, Run, recorded
 from verbspec.spec import protocols
@@ -35,12 +39,12 @@ from verbspec.spec.lts import Trace
 # one spec step: (index, action, arguments, state before, state after, observation)
 Step = tuple[int, str, tuple, Any, Any, Any]
 
-NATIVE = Path(native.__file__).resolve().parent
-REPLAY = NATIVE / "replay"
+REPLAY = native.HERE / "replay"
 CFLAGS = ("-std=c11", "-O1", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror")
-# protocol -> the engine a driver runs (its sources: native/ENGINE_engine.c and
-# native/replay/ENGINE_replay.c)
-ENGINES = {"gate": "gate", "tagmatch": "tag"}
+# the protocols with a driver: native/replay/PROTOCOL_replay.c, over the protocol's engine
+ENGINES = ("gate", "tagmatch")
+# a driver flag that links a mutant of the engine
+MUTANT_FLAG = re.compile(r"-DVS_MUTANT=(\d+)")
 # rank 1's own verify-window switch in a replay's config line: 0 rank 0's, 1 on, 2 off
 RANK1_SWITCH = {"same": 0, "on": 1, "off": 2}
 TAG_CONFIG = ("senders", "messages", "tags", "comms", "max_bytes", "eager_limit", "capacity")
@@ -208,31 +212,50 @@ def script(protocol: str, system: Any, steps: Iterator[Step]) -> str:
 
 
 # ---------------------------------------------------------------------- drivers
-def build_driver(engine: str, out: Path, flags: Sequence[str] = ()) -> Path:
-    """Compile the replay driver of ``engine`` (gate | tag) into ``out`` with CFLAGS and
-    ``flags`` (e.g. sanitizers, or -DVS_MUTANT=N for a mutant engine); DriverError with the
-    compiler's message where it does not build."""
-    sources = (REPLAY / f"{engine}_replay.c", REPLAY / "replay.c", NATIVE / f"{engine}_engine.c")
+def split_flags(flags: Sequence[str]) -> tuple[int | None, tuple[str, ...]]:
+    """The mutant a driver's flags ask for (``-DVS_MUTANT=N``; None: the engine as shipped)
+    and the compiler's flags besides."""
+    found = [int(m[1]) for f in flags if (m := MUTANT_FLAG.fullmatch(f))]
+    if len(found) > 1:
+        raise DriverError(f"more than one mutant asked for: {', '.join(map(str, found))}")
+    return (found[0] if found else None,
+            tuple(f for f in flags if not MUTANT_FLAG.fullmatch(f)))
+
+
+def build_driver(protocol: str, out: Path, flags: Sequence[str] = (),
+                 mutant: int | None = None) -> Path:
+    """Compile the replay driver of ``protocol`` (gate | tagmatch) into ``out`` with CFLAGS
+    and ``flags`` (e.g. sanitizers), over the protocol's engine or, with ``mutant``, over that
+    mutant of it; DriverError with the compiler's message where it does not build."""
+    eng = native.engine(protocol)
+    engine_source = eng.source
+    if mutant is not None:
+        try:
+            engine_source = mutants.write_patched(mutants.mutant(protocol, mutant), out.parent)
+        except mutants.PatchError as e:
+            raise DriverError(str(e)) from None
+    sources = (REPLAY / f"{protocol}_replay.c", REPLAY / "replay.c", engine_source)
     missing = [str(s) for s in sources if not s.exists()]
     if missing:
-        raise DriverError(f"the {engine} replay driver's sources are missing: "
+        raise DriverError(f"the {protocol} replay driver's sources are missing: "
                           f"{', '.join(missing)}")
     try:
-        done = compile_c(out, sources, (*CFLAGS, *flags), (NATIVE, REPLAY))
+        done = compile_c(out, sources, (*CFLAGS, *flags), (eng.folder, REPLAY))
     except BuildError as e:
         raise DriverError(str(e)) from None
     if done.returncode != 0:
-        raise DriverError(f"the {engine} replay driver did not compile:\n"
+        raise DriverError(f"the {protocol} replay driver did not compile:\n"
                           f"{done.stderr.strip()}")
     return out
 
 
 class Drivers:
     """Replay drivers built on first use into a temporary directory, removed by close()
-    (or on leaving a with block)."""
+    (or on leaving a with block); ``flags`` are the compiler's, ``-DVS_MUTANT=N`` among them
+    linking that mutant of each protocol's engine."""
 
     def __init__(self, flags: Sequence[str] = ()):
-        self.flags = tuple(flags)
+        self.mutant, self.flags = split_flags(flags)
         self._tmp = tempfile.TemporaryDirectory(prefix="verbspec-replay-")
         self.dir = Path(self._tmp.name)
         self._built: dict[str, Path] = {}
@@ -248,11 +271,11 @@ class Drivers:
         self._tmp.cleanup()
 
     def driver(self, protocol: str) -> Path:
-        engine = ENGINES[protocol]
-        if engine not in self._built:
-            self._built[engine] = build_driver(engine, self.dir / f"{engine}_replay",
-                                               self.flags)
-        return self._built[engine]
+        if protocol not in self._built:
+            out = self.dir / protocol / f"{protocol}_replay"
+            out.parent.mkdir(exist_ok=True)
+            self._built[protocol] = build_driver(protocol, out, self.flags, self.mutant)
+        return self._built[protocol]
 
     def run(self, protocol: str, text: str) -> Replayed:
         """A script through the protocol's driver."""
@@ -269,7 +292,7 @@ class Drivers:
             return Replayed(protocol, int(out.split()[2]), None)
         if done.returncode == DIFFERS and out.startswith("step "):
             return Replayed(protocol, int(out.split()[1]) - 1, out)
-        raise DriverError(f"the {ENGINES[protocol]} replay driver failed (exit "
+        raise DriverError(f"the {protocol} replay driver failed (exit "
                           f"{done.returncode}): {done.stderr.strip() or out}")
 
     def replay(self, protocol: str, system: Any,

@@ -34,16 +34,14 @@ from typing import Any
 
 from verbspec import native
 
-NATIVE = Path(native.__file__).resolve().parent
-ROOT = NATIVE.parent
+ROOT = native.HERE.parent
 FLAGS = ("-O0", "--coverage")
 # the tag engine's inlined helpers compiled once each (see the module's text)
 TAG_FLAGS = (*FLAGS, "-Dalways_inline=unused")
-# the engines' allocations, sent to native/alloc_fault.c's injector
+# the engines' allocations, sent to native/testing/alloc_fault.c's injector
 WRAP = "-Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=aligned_alloc"
-# protocol -> (native engine name, its source file, the built module's name)
-ENGINES = {"gate": ("gate", "gate_engine.c", "_gate_engine_coverage"),
-           "tagmatch": ("tag", "tag_engine.c", "_tag_engine_coverage")}
+# the protocols whose engines are measured (native.ENGINES names each engine's files)
+ENGINES = ("gate", "tagmatch")
 # the native tests that drive the installed build; the rest build engines of their own
 TEST_FILES = ("bindings/test_native_gate.py", "bindings/test_native_tag.py")
 OWN_BUILDS = ("not asan and not mutant and not every_bucket_is_shared and not warning_free "
@@ -131,32 +129,22 @@ class CoverageError(Exception):
 def build(protocols: Sequence[str], tmp: Path, instrument: bool = True) -> dict[str, Path]:
     """Each protocol's engine compiled into ``tmp`` with gcov instrumentation (without it,
     ``instrument`` False) and linked with the allocation failure injector
-    (``native/alloc_fault.c``): the path of each built module."""
-    sys.path.insert(0, str(NATIVE))
-    try:
-        from build_gate import FLAGS as GATE_BASE
-        from build_gate import builder as gate_builder
-        from build_tag import builder as tag_builder
-    finally:
-        sys.path.remove(str(NATIVE))
+    (``native/testing/alloc_fault.c``): the path of each built module."""
     fault = tmp / "alloc_fault.o"
     cc = os.environ.get("CC") or "cc"
     done = subprocess.run([cc, "-std=c11", "-O1", "-fPIC", "-Wall", "-Wextra", "-Werror", "-c",
-                           str(NATIVE / "alloc_fault.c"), "-o", str(fault)],
+                           str(native.ALLOC_FAULT), "-o", str(fault)],
                           capture_output=True, text=True)
     if done.returncode != 0:
-        raise CoverageError(f"native/alloc_fault.c did not compile: {done.stderr.strip()}")
+        raise CoverageError(f"native/testing/alloc_fault.c did not compile: "
+                            f"{done.stderr.strip()}")
     link = (str(fault), WRAP)
     out = {}
     for proto in protocols:
-        name = ENGINES[proto][2] + ("" if instrument else "_faults")
-        if proto == "gate":
-            ffi = gate_builder(name, (*GATE_BASE, *(FLAGS if instrument else ())),
-                               absolute=True, link=link)
-        else:
-            ffi = tag_builder(name, extra_compile_args=TAG_FLAGS if instrument else (),
-                              extra_link_args=(*FLAGS[1:], *link) if instrument else link,
-                              root=ROOT)
+        b = native.builder(proto)
+        name = f"{native.engine(proto).module}_coverage" + ("" if instrument else "_faults")
+        extra = (TAG_FLAGS if proto == "tagmatch" else FLAGS) if instrument else ()
+        ffi = b.builder(name, (*b.FLAGS, *extra), absolute=True, link=link)
         try:
             out[proto] = Path(ffi.compile(tmpdir=str(tmp), verbose=False))
         except Exception as e:      # distutils' CompileError, LinkError: say which engine
@@ -268,10 +256,8 @@ def _tests(mods: dict[str, ModuleType], tests: Path, note: Callable[[str], None]
     real = native.load
 
     def load_coverage(engine: str) -> ModuleType | None:
-        for proto, (name, _, _) in ENGINES.items():
-            if name == engine and proto in mods:
-                return mods[proto]
-        return real(engine)
+        name = native.engine(engine).name
+        return mods[name] if name in mods else real(engine)
 
     native.load = load_coverage
     files = [str(tests / f) for f, proto in zip(TEST_FILES, ENGINES, strict=True)
@@ -285,7 +271,7 @@ def _tests(mods: dict[str, ModuleType], tests: Path, note: Callable[[str], None]
 
 # ------------------------------------------------------------------------------ allocation
 class Injector:
-    """native/alloc_fault.c in a built module: fail the allocation after the next n."""
+    """native/testing/alloc_fault.c in a built module: fail the allocation after the next n."""
 
     def __init__(self, mod: ModuleType):
         lib = ctypes.CDLL(mod.__file__)     # the module already loaded: the same library
@@ -464,9 +450,11 @@ def alloc_failures(mods: dict[str, ModuleType]) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------------------ gcov
-def gcov(tmp: Path, source: str) -> FileCoverage:
-    """The counts of engine file ``source`` the drive left in ``tmp``, read by gcov."""
-    found = sorted(tmp.rglob(Path(source).with_suffix(".gcda").name))
+def gcov(tmp: Path, protocol: str) -> FileCoverage:
+    """The counts of the protocol's engine file the drive left in ``tmp``, read by gcov."""
+    path = native.engine(protocol).source
+    source = path.name
+    found = sorted(tmp.rglob(path.with_suffix(".gcda").name))
     if not found:
         raise CoverageError(f"no gcov counts for {source} under {tmp}: the drive wrote none")
     gcda = found[0]
@@ -479,7 +467,7 @@ def gcov(tmp: Path, source: str) -> FileCoverage:
     entry = next((f for f in data["files"] if Path(f["file"]).name == source), None)
     if entry is None:
         raise CoverageError(f"gcov's report of {gcda} has no {source}")
-    text = (NATIVE / source).read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8").splitlines()
     lines = entry["lines"]
     misses = []
     branches = hit = 0
@@ -491,7 +479,8 @@ def gcov(tmp: Path, source: str) -> FileCoverage:
         if taken < len(outcomes):
             misses.append(Miss(ln["line_number"], len(outcomes) - taken, len(outcomes),
                                text[ln["line_number"] - 1].strip()))
-    return FileCoverage(f"native/{source}", len(lines), sum(1 for ln in lines if ln["count"]),
+    return FileCoverage(path.relative_to(ROOT).as_posix(), len(lines),
+                        sum(1 for ln in lines if ln["count"]),
                         branches, hit, tuple(misses))
 
 
@@ -537,16 +526,17 @@ def measure(protocols: Sequence[str] = tuple(ENGINES), tests: Path | None = None
             out.failure = "\n".join(x for x in (out.drive.get("failure", ""),
                                                   run.stdout.strip()[-3000:],
                                                   run.stderr.strip()[-2000:]) if x)
-        out.files = [gcov(tmp, ENGINES[p][1]) for p in protocols]
+        out.files = [gcov(tmp, p) for p in protocols]
     out.seconds = time.perf_counter() - t0
     return out
 
 
 def render(report: CoverageReport) -> str:
     """The report as text: a table per file, then the lines with branches never taken."""
-    rows = [f"{'file':<24} {'lines':>13} {'%':>6} {'branches':>13} {'%':>6}"]
+    w = max([24, *(len(f.file) for f in report.files)])
+    rows = [f"{'file':<{w}} {'lines':>13} {'%':>6} {'branches':>13} {'%':>6}"]
     for f in report.files:
-        rows.append(f"{f.file:<24} {f.lines_hit:>6}/{f.lines:<6} {f.line_pct:>6.1f} "
+        rows.append(f"{f.file:<{w}} {f.lines_hit:>6}/{f.lines:<6} {f.line_pct:>6.1f} "
                     f"{f.branches_hit:>6}/{f.branches:<6} {f.branch_pct:>6.1f}")
     for f in report.files:
         if f.misses:

@@ -1,11 +1,12 @@
 """The native verbs transport: native/verbs/verbs_gate.c (the C gate engine over a UC queue pair)
-and native/verbs/verbs_tagged.c (tagged messaging over an RC queue pair, matched by the C tag
-engine), one rank per process, built at run time, run as two ranks on two rxe devices in the
-soft-RoCE guest, their outcomes merged; and ``verbspec bench verbs``, the gate round trip
-against ``ibv_uc_pingpong`` moving the same bytes, side by side in one guest command.
+and native/verbs/verbs_tagmatch.c (tagged messaging over an RC queue pair, matched by the C
+tag-matching engine), one rank per process, built at run time, run as two ranks on two rxe
+devices in the soft-RoCE guest, their outcomes merged; and ``verbspec bench verbs``, the gate
+round trip against ``ibv_uc_pingpong`` moving the same bytes, side by side in one guest
+command.
 
 The programs build only where libibverbs' headers are installed (Debian: libibverbs-dev); where
-they are not, ``build_gate_program`` and ``build_tagged_program`` raise ``VerbsUnavailable``
+they are not, ``build_gate_program`` and ``build_tagmatch_program`` raise ``VerbsUnavailable``
 saying so, and nothing else in the package needs them. Builds are cached by a hash of the
 sources, flags and compiler, under ``$VERBSPEC_BUILD_CACHE`` or ``~/.cache/verbspec/build``, a
 host path the guest sees (it shares the host root). A guest runs one command at a time, so both
@@ -33,14 +34,14 @@ from verbspec import native
 from verbspec.refimpl.bindings import cprogram
 from verbspec.refimpl.bindings.cprogram import BuildError
 
-NATIVE = Path(native.__file__).resolve().parent
-VERBS = NATIVE / "verbs"
+GATE, TAGMATCH = native.engine("gate"), native.engine("tagmatch")
+VERBS = native.HERE / "verbs"
 SHARED_SOURCES = (VERBS / "verbs_qp.c", VERBS / "verbs_common.c")
-SHARED_HEADERS = (VERBS / "verbs_qp.h", VERBS / "verbs_common.h")
-GATE_SOURCES = (VERBS / "verbs_gate.c", *SHARED_SOURCES, NATIVE / "gate_engine.c")
-GATE_HEADERS = (*SHARED_HEADERS, NATIVE / "gate_engine.h")
-TAGGED_SOURCES = (VERBS / "verbs_tagged.c", *SHARED_SOURCES, NATIVE / "tag_engine.c")
-TAGGED_HEADERS = (*SHARED_HEADERS, NATIVE / "tag_engine.h")
+SHARED_HEADERS = (VERBS / "verbs_qp.h", VERBS / "verbs_common.h", native.SPEC_HEADER)
+GATE_SOURCES = (VERBS / "verbs_gate.c", *SHARED_SOURCES, GATE.source)
+GATE_HEADERS = (*SHARED_HEADERS, GATE.header)
+TAGMATCH_SOURCES = (VERBS / "verbs_tagmatch.c", *SHARED_SOURCES, TAGMATCH.source)
+TAGMATCH_HEADERS = (*SHARED_HEADERS, TAGMATCH.header)
 CFLAGS = ("-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-libverbs",)
 CACHE_ENV = "VERBSPEC_BUILD_CACHE"
@@ -100,7 +101,8 @@ def _build(name: str, sources: Sequence[Path], headers: Sequence[Path],
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
         trial = Path(tmp) / exe.name
-        done = cprogram.compile_c(trial, sources, CFLAGS, (NATIVE, VERBS), LIBS)
+        done = cprogram.compile_c(trial, sources, CFLAGS,
+                                  sorted({h.parent for h in headers}), LIBS)
         if done.returncode != 0:
             raise BuildError(f"native/verbs/{sources[0].name} did not compile:\n"
                              f"{done.stderr.strip()}")
@@ -113,9 +115,9 @@ def build_gate_program(cache: Path | None = None) -> Path:
     return _build("verbs_gate", GATE_SOURCES, GATE_HEADERS, cache)
 
 
-def build_tagged_program(cache: Path | None = None) -> Path:
-    """The verbs_tagged program, compiled (warnings are errors) or taken from the cache."""
-    return _build("verbs_tagged", TAGGED_SOURCES, TAGGED_HEADERS, cache)
+def build_tagmatch_program(cache: Path | None = None) -> Path:
+    """The verbs_tagmatch program, compiled (warnings are errors) or taken from the cache."""
+    return _build("verbs_tagmatch", TAGMATCH_SOURCES, TAGMATCH_HEADERS, cache)
 
 
 # ------------------------------------------------------------------ a pair of ranks
@@ -151,8 +153,8 @@ def _where(rank: int, port: int) -> list[str]:
 
 
 @dataclass(frozen=True)
-class TaggedRun:
-    """The tagged program's plan for both ranks (they check that they agree): ``rounds`` of
+class TagmatchRun:
+    """The tag-matching program's plan for both ranks (they check that they agree): ``rounds`` of
     the demo's three phases over ``sizes`` (eager up to ``eager_limit``, rendezvous above)."""
 
     rounds: int = 3
@@ -215,7 +217,7 @@ def _report_lines(tag: str) -> list[str]:
     return lines
 
 
-def pair_lines(binary: Path, run: GateRun | TaggedRun, tag: str = "gate") -> list[str]:
+def pair_lines(binary: Path, run: GateRun | TagmatchRun, tag: str = "gate") -> list[str]:
     """Shell lines running both ranks of ``run`` and reporting each in a marked section."""
     return [*_rank_lines(run.argv(binary, 0), 0, tag), *_rank_lines(run.argv(binary, 1), 1, tag),
             *_report_lines(tag)]
@@ -267,8 +269,8 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "transport": "verbs-c", "devices": [a["device"], b["device"]]}
 
 
-def merge_tagged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Both ranks of a tagged run as one: counts summed (each rank counts the messages it
+def merge_tagmatch(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Both ranks of a tag-matching run as one: counts summed (each rank counts the messages it
     received and the eager and rendezvous messages it sent), ok when both are."""
     out: dict[str, Any] = {k: a[k] + b[k] for k in ("messages", "eager", "rendezvous", "bytes",
                                                     "verified", "mismatches", "credit_reads")}
@@ -295,15 +297,15 @@ def pair_outcome(sections: dict[tuple[str, int], tuple[int, str, str]], tag: str
 Runner = Callable[..., Any]     # RxeGuest.run: (argv, timeout=...) -> GuestResult
 
 
-def run_pair(guest_run: Runner, binary: Path, run: GateRun | TaggedRun, timeout: float = 600.0
+def run_pair(guest_run: Runner, binary: Path, run: GateRun | TagmatchRun, timeout: float = 600.0
              ) -> PairOutcome:
-    """Both ranks of ``run`` (the gate program's or the tagged program's) in the guest, in one
-    command; their outcomes, merged."""
-    tag = "tagged" if isinstance(run, TaggedRun) else "gate"
+    """Both ranks of ``run`` (the gate program's or the tag-matching program's) in the guest,
+    in one command; their outcomes, merged."""
+    tag = TAGMATCH.name if isinstance(run, TagmatchRun) else GATE.name
     res = guest_run(pair_script(pair_lines(binary, run, tag)), timeout=timeout)
     try:
         return pair_outcome(split_sections(res.stdout), tag,
-                            merge_tagged if tag == "tagged" else merge)
+                            merge_tagmatch if tag == TAGMATCH.name else merge)
     except VerbsRunError as e:
         raise VerbsRunError(f"{e} (exit {res.returncode}; stderr: {res.stderr.strip()})") from None
 

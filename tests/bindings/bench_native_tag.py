@@ -30,7 +30,7 @@ from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.system import build
 
 SENDERS, TAGS = 8, 64
-NATIVE = Path(__file__).resolve().parents[2] / "native"
+TAGMATCH = native.engine("tagmatch")
 
 # The same workload shape in C: messages with random tags in a shuffled order, receives for
 # them (a quarter wildcarded) half before the messages arrive and half after.
@@ -39,7 +39,7 @@ C_DRIVER = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include "tag_engine.h"
+#include "tagmatch_engine.h"
 static uint64_t s = 88172645463325252ULL;
 static uint64_t rnd(void) { s ^= s << 13; s ^= s >> 7; s ^= s << 17; return s; }
 static void recv(vs_tag *e, int src, int tag) {
@@ -144,7 +144,7 @@ def main(n: int) -> None:
     nat = NativeTagEngine(cfg)
     t_nat = run_python(nat, calls)
     assert nat.view() == ref.view()
-    mod = native.load("tag")
+    mod = native.load("tagmatch")
     c = mod.ffi.new("vs_tag_config *", {
         "senders": cfg.senders, "messages": cfg.messages, "tags": cfg.tags, "comms": 1,
         "max_bytes": 1, "eager_limit": 1, "capacity": 0})
@@ -172,8 +172,8 @@ def main(n: int) -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "bench.c").write_text(C_DRIVER)
-        subprocess.run([cc, "-std=c11", "-O2", f"-I{NATIVE}", "-o", f"{tmp}/bench",
-                        f"{tmp}/bench.c", str(NATIVE / "tag_engine.c")], check=True)
+        subprocess.run([cc, "-std=c11", "-O2", f"-I{TAGMATCH.folder}", "-o", f"{tmp}/bench",
+                        f"{tmp}/bench.c", str(TAGMATCH.source)], check=True)
         ns, left, unexpected = subprocess.run([f"{tmp}/bench", str(n)], check=True,
                                               capture_output=True, text=True).stdout.split()
     print(f"C engine from C                {float(ns):8.0f} ns/call "

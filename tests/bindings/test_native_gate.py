@@ -1,13 +1,13 @@
-"""The native gate engine (native/gate_engine.c through refimpl/bindings/native_gate.py): it runs in
-lockstep with the spec without a mismatch (random runs and every edge), answers a misbehaving
-peer, an out-of-phase call and a failing post or poll as the reference engine does, writes
-ds4's texts verbatim, compiles warning-free, and runs clean under AddressSanitizer and UBSan."""
+"""The native gate engine (native/gate/gate_engine.c through refimpl/bindings/native_gate.py): it
+runs in lockstep with the spec without a mismatch (random runs and every edge), answers a
+misbehaving peer, an out-of-phase call and a failing post or poll as the reference engine does,
+writes the spec's texts (from the generated header: tests/bindings/test_gen_header.py),
+compiles warning-free, and runs clean under AddressSanitizer and UBSan."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import json
 import os
 import re
@@ -32,6 +32,7 @@ from verbspec.refimpl.bindings.native_gate import (
     factory,
 )
 from verbspec.refimpl.cli.main import main
+from verbspec.refimpl.conformance import mutants
 from verbspec.refimpl.conformance.gate import (
     BLOCK_CONFIGS,
     LOSS_CONFIGS,
@@ -51,14 +52,13 @@ from verbspec.refimpl.engines.gate_engine import (
     GateEngine,
 )
 from verbspec.spec import fabric as fb
-from verbspec.spec.gate import errors
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import ARM_POST, IDLE
 from verbspec.spec.gate.system import build
 from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_WARM, Hello, TcpItem
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "native" / "gate_engine.c"
+SOURCE = native.engine("gate").source
 WARNINGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic")
 # -fno-wrapv: Python's own flags make signed overflow defined (-fwrapv), hiding it from UBSan
 SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
@@ -79,18 +79,10 @@ def compiler() -> str:
 def build_module(tmp: Path, name: str, flags: Sequence[str]) -> Path:
     """The gate engine compiled with ``flags`` as extension module ``name`` in ``tmp``."""
     compiler()
-    sys.path.insert(0, str(ROOT / "native"))
-    try:
-        from build_gate import builder
-    finally:
-        sys.path.remove(str(ROOT / "native"))
+    from verbspec.native.gate.build_gate import builder
+
     return Path(builder(name, ("-std=c11", "-O1", *flags), absolute=True).compile(
         tmpdir=str(tmp)))
-
-
-def load_module(tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(tmp))
-    return importlib.import_module(name)
 
 
 # ---------------------------------------------------------------- lockstep with the spec
@@ -169,11 +161,11 @@ def test_the_tag_matching_harness_is_not_handed_the_gate_engine():
     assert made is not native_engine
 
 
-def test_a_mutant_engine_is_caught_at_its_step(tmp_path, monkeypatch):
-    """The harness sees the C engine itself: reposting one gate too far is caught at the
-    first gate_done, on a shortest path."""
-    build_module(tmp_path, "vs_gate_mutant_1", ["-DVS_MUTANT=1"])
-    mod = load_module(tmp_path, "vs_gate_mutant_1", monkeypatch)
+def test_a_mutant_engine_is_caught_at_its_step(tmp_path):
+    """The harness sees the C engine itself: reposting one gate too far (mutant 1) is caught
+    at the first gate_done, on a shortest path."""
+    compiler()
+    mod = mutants.build_mutant(mutants.mutant("gate", 1), tmp_path)
     sweep = GateHarness(build({"window": 2, "vec_bytes": 100, "chain_max": 2, "ops": 3,
                                "big_gates": 0, "faults": 0}), factory(mod)).every_edge(0)
     assert sweep.mismatch is not None and sweep.mismatch.action == "gate_done"
@@ -666,24 +658,6 @@ def test_a_configuration_the_protocol_refuses_is_refused_by_the_c_engine(gate_li
 
 
 # ---------------------------------------------------------------- the C source
-def c_strings(source: str) -> dict[str, str]:
-    """Each ``#define NAME "..." ["..."]`` of the source: its concatenated string literal."""
-    out = {}
-    for m in re.finditer(r'^#define (\w+)[ \t]+((?:\\\n|[^\n])*"(?:\\\n|[^\n])*)$', source,
-                         re.MULTILINE):
-        out[m[1]] = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m[2]))
-    return out
-
-
-def test_the_c_engine_writes_every_ds4_text_verbatim():
-    found = c_strings(SOURCE.read_text(encoding="utf-8"))
-    names = {**errors.ERRORS, "WC_STATUS": errors.WC_STATUS,
-             "CHUNKED_VECTORS": errors.CHUNKED_VECTORS}
-    assert {n: found.get(n) for n in names} == {n: m.fmt for n, m in names.items()}
-    for errno_text in ("PEER_CLOSED_ERRNO", "READ_TIMEOUT_ERRNO", "POST_ERRNO", "POLL_ERRNO"):
-        assert found[errno_text] == getattr(errors, errno_text), errno_text
-
-
 def test_the_c_enums_are_the_adapters_names(gate_lib):
     lib, ffi = gate_lib.lib, gate_lib.ffi
     assert len(PHASES) == lib.VS_GATE_N_PHASES and len(BUFS) == lib.VS_GATE_N_BUFS

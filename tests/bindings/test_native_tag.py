@@ -1,5 +1,5 @@
-"""The native tag-matching engine (native/tag_engine.c) through its cffi module: it runs in
-lockstep with the spec without a mismatch (random runs, every edge of the sweep's
+"""The native tag-matching engine (native/tagmatch/tagmatch_engine.c) through its cffi module:
+it runs in lockstep with the spec without a mismatch (random runs, every edge of the sweep's
 configurations), refuses what the reference engine refuses with the same text, copies
 independently, compiles warning-free, runs clean under ASan and UBSan, and each of its
 deliberate mutants is caught by the conformance harness.
@@ -28,6 +28,7 @@ from conftest import native_module, require
 from verbspec import native
 from verbspec.refimpl.bindings.native_tagmatch import _FIELDS, NOT_BUILT, NativeTagEngine
 from verbspec.refimpl.cli.main import main
+from verbspec.refimpl.conformance import mutants
 from verbspec.refimpl.conformance.tagmatch import (
     EMITTED_FIELDS,
     SWEEP_CONFIGS,
@@ -47,7 +48,7 @@ from verbspec.spec.tagmatch.lists import ANY
 from verbspec.spec.tagmatch.system import build
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "native" / "tag_engine.c"
+SOURCE = native.engine("tagmatch").source
 WARNINGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wpedantic"]
 
 CONFIGS = TAGMATCH_CONFIGS
@@ -55,7 +56,7 @@ CONFIGS = TAGMATCH_CONFIGS
 
 @pytest.fixture(scope="module")
 def tag_module():
-    return native_module("tag")
+    return native_module("tagmatch")
 
 
 def compiler() -> str:
@@ -447,12 +448,9 @@ def test_the_engine_compiles_warning_free():
 def _load_built(tmp: Path, name: str, defines: tuple[str, ...] = (),
                 link: tuple[str, ...] = ()):
     """The engine compiled into ``tmp`` as module ``name`` with extra flags; its path."""
-    sys.path.insert(0, str(ROOT / "native"))
-    try:
-        from build_tag import builder
-    finally:
-        sys.path.remove(str(ROOT / "native"))
-    ffi = builder(name, extra_compile_args=defines, extra_link_args=link, root=ROOT)
+    from verbspec.native.tagmatch.build_tagmatch import FLAGS, builder
+
+    ffi = builder(name, (*FLAGS, *defines), link=link, absolute=True)
     return Path(ffi.compile(tmpdir=str(tmp), verbose=False))
 
 
@@ -483,7 +481,7 @@ for values in SWEEP_CONFIGS[:2]:
     steps += sw.edges
     if sw.mismatch:
         sys.exit(f"mismatch: {{sw.mismatch}}")
-sys.path[:0] = [{tests!r}, {shared!r}]
+sys.path[:0] = {tests!r}
 from test_native_tag import STRESS, differential
 for seed in range(2):
     steps += differential(lambda cfg: NativeTagEngine(cfg, mod), STRESS, seed, 1500)
@@ -494,16 +492,16 @@ print("clean", steps)
 def sanitized_run(tmp: Path) -> subprocess.CompletedProcess:
     """A conformance run of the engine built with ASan and UBSan, in a fresh interpreter."""
     cc = compiler()
-    path = _load_built(tmp, "_tag_engine_sanitized", SANITIZE, SANITIZE[:1])
+    path = _load_built(tmp, "_tagmatch_engine_sanitized", SANITIZE)
     asan = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True,
                           text=True).stdout.strip()
     require("native", None if os.path.isabs(asan) else "the compiler has no libasan")
     driver = tmp / "driver.py"
-    here = Path(__file__).resolve().parent
-    driver.write_text(DRIVER.format(configs=CONFIGS, tests=str(here), shared=str(here.parent)))
+    here = Path(__file__).resolve().parent         # this module, and the tests' own modules
+    driver.write_text(DRIVER.format(configs=CONFIGS, tests=[str(here), str(ROOT / "tests")]))
     env = dict(os.environ, LD_PRELOAD=asan, ASAN_OPTIONS="detect_leaks=0",
                UBSAN_OPTIONS="print_stacktrace=1")
-    return subprocess.run([sys.executable, str(driver), str(path), "_tag_engine_sanitized"],
+    return subprocess.run([sys.executable, str(driver), str(path), "_tagmatch_engine_sanitized"],
                           capture_output=True, text=True, env=env, cwd=tmp, timeout=600)
 
 
@@ -516,7 +514,8 @@ def test_the_engine_runs_clean_under_asan_and_ubsan(tmp_path):
 
 
 # ------------------------------------------------------------------------ mutants
-# Each mutant is one deliberate fault behind `#if VS_MUTANT == N` in tag_engine.c.
+# Each mutant is one deliberate fault: a patch to the engine's source
+# (native/testing/mutant_patches/tagmatch_NN.diff, whose first line says this too).
 MUTANTS = {1: "wildcard queues lose to the exact one whatever the order",
            2: "the newest unexpected message is taken first",
            3: "a claim is never sent to the NIC as a remove",
@@ -551,8 +550,8 @@ def test_the_engine_conforms_when_every_bucket_is_shared(tmp_path):
     """Built with two buckets per table, each bucket holds entries of many envelopes, which
     matching, probing, cancelling and the NIC must step over."""
     compiler()
-    mod = native.load_build(_load_built(tmp_path, "_tag_engine_b2", ("-DVS_TAG_MAX_BUCKETS=2",)),
-                  "_tag_engine_b2")
+    mod = native.load_build(_load_built(tmp_path, "_tagmatch_engine_b2",
+                                        ("-DVS_TAG_MAX_BUCKETS=2",)), "_tagmatch_engine_b2")
 
     def factory(cfg):
         return NativeTagEngine(cfg, mod)
@@ -565,10 +564,10 @@ def test_the_engine_conforms_when_every_bucket_is_shared(tmp_path):
     assert sum(differential(factory, STRESS, seed, 1_500) for seed in range(3)) > 2_000
 
 
-def test_the_mutants_are_numbered_in_the_source():
-    text = SOURCE.read_text(encoding="utf-8")
-    assert {n for n in MUTANTS if f"VS_MUTANT == {n}" in text or f"VS_MUTANT != {n}" in text
-            } == set(MUTANTS)
+def test_the_mutants_are_the_patches_and_say_what_they_break():
+    found = mutants.mutants("tagmatch")
+    assert {m.number: m.what for m in found} == {
+        n: f"tagmatch mutant {n}: {what}" for n, what in MUTANTS.items()}
 
 
 @pytest.mark.slow
@@ -576,8 +575,7 @@ def test_the_mutants_are_numbered_in_the_source():
 def test_each_mutant_is_caught(n, tmp_path):
     compiler()
     t0 = time.perf_counter()
-    mod = native.load_build(_load_built(tmp_path, f"_tag_engine_m{n}", (f"-DVS_MUTANT={n}",)),
-                  f"_tag_engine_m{n}")
+    mod = mutants.build_mutant(mutants.mutant("tagmatch", n), tmp_path)
     found = killed_by(mod)
     assert found is not None, f"mutant {n} ({MUTANTS[n]}) survived"
     print(f"mutant {n}: killed in {time.perf_counter() - t0:.1f} s: {found}")

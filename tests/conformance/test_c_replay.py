@@ -15,6 +15,7 @@ import pytest
 from configs import GATE_SMALL, TAGMATCH_CONFIGS
 from conftest import native_module, require
 
+from verbspec import native as native_pkg
 from verbspec.proofs.traces import write_trace
 from verbspec.refimpl.bindings.cprogram import BuildError, compiler
 from verbspec.refimpl.bindings.native_gate import native_engine
@@ -56,7 +57,7 @@ def gate_runs(values, n, seed=0, fault_rate=0.05, steps=3000):
 
 
 def tag_runs(values, n, seed=0):
-    native_module("tag")
+    native_module("tagmatch")
     system = tag_build(values)
     harness = TagmatchHarness(system, native)
     return system, [harness.run(random.Random(seed + k), 400) for k in range(n)]
@@ -205,6 +206,16 @@ def test_a_mutant_engine_is_caught_at_a_named_step(protocol, mutant):
     assert m.group(2) in {a.name for a in system.actions}
 
 
+def test_a_mutant_the_engine_lacks_or_two_mutants_are_refused_by_name():
+    _compiler()
+    with c_replay.Drivers(["-DVS_MUTANT=99"]) as d, pytest.raises(
+            c_replay.DriverError, match="the gate engine has no mutant 99"):
+        d.driver("gate")
+    with pytest.raises(c_replay.DriverError, match="more than one mutant asked for: 1, 2"):
+        c_replay.Drivers(["-DVS_MUTANT=1", "-O0", "-DVS_MUTANT=2"])
+    assert c_replay.split_flags(["-O0", "-DVS_MUTANT=3"]) == (3, ("-O0",))
+
+
 def test_a_wrong_expectation_is_reported_with_its_step_field_and_values(drivers):
     system, runs = gate_runs(GATE_CONFIGS[0], 1)
     text = c_replay.script("gate", system, c_replay.trace_steps(system, runs[0].trace))
@@ -220,7 +231,7 @@ def test_a_wrong_expectation_is_reported_with_its_step_field_and_values(drivers)
 # ---------------------------------------------------------------------------- the command
 def test_conform_c_driver_replays_every_random_run(tmp_path, capsys):
     native_module("gate")
-    native_module("tag")
+    native_module("tagmatch")
     assert main(["conform", "--impl", "native", "--c-driver", "--protocol", "all",
                  "--examples", "6", "--steps", "400", "--fault-rate", "0.05",
                  "--trace-dir", str(tmp_path), "--json", "--quiet"]) == 0
@@ -394,8 +405,9 @@ def test_the_driver_sources_are_warning_free(tmp_path):
     _compiler()
     replay = Path(c_replay.REPLAY)
     for opt in (("-O1",), ("-O2",), ("-O3",), ("-O1", "-fsanitize=address,undefined")):
-        for source in ("gate_replay.c", "tag_replay.c", "replay.c"):
+        for source in ("gate_replay.c", "tagmatch_replay.c", "replay.c"):
             done = subprocess.run([compiler(), *c_replay.CFLAGS, *opt, "-Wpedantic", "-c",
-                                   f"-I{c_replay.NATIVE}", "-o", str(tmp_path / "x.o"),
-                                   str(replay / source)], capture_output=True, text=True)
+                                   *(f"-I{native_pkg.engine(p).folder}" for p in c_replay.ENGINES),
+                                   "-o", str(tmp_path / "x.o"), str(replay / source)],
+                                  capture_output=True, text=True)
             assert done.returncode == 0 and done.stderr == "", (opt, source, done.stderr)

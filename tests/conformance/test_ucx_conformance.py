@@ -1,6 +1,5 @@
 """UCX's own tag matching through the tag-matching adapter (refimpl/bindings/ucx_tagmatch.py over
-the
-shim native/ucx_tag_shim.c): random runs and every edge of the configurations it can express
+the shim native/ucx/ucx_tag_shim.c): random runs and every edge of the configurations it can express
 agree with the spec in what it shows; each spec feature it cannot express is declined or left
 uncompared with its reason; a planted wrong mask is caught. Where UCX or the shim is missing
 the tests skip, saying so (VERBSPEC_REQUIRE_UCX=1 turns the skip into a failure)."""
@@ -36,7 +35,7 @@ from verbspec.spec.tagmatch.state import OK, TRUNCATED
 from verbspec.spec.tagmatch.system import TagMatchSystem, build
 
 HEADER = Path("/usr/include/ucp/api/ucp.h")
-NATIVE = Path(native.__file__).resolve().parent
+UCX = native.engine("ucx")
 # the actions a configuration without offload has
 ACTIONS = {"send", "deliver", "post_recv", "cancel", "probe", "rndv_read", "rndv_read_done",
            "send_fin", "fin_arrive"}
@@ -278,8 +277,8 @@ def test_the_shim_compiles_without_warnings(tmp_path):
     require("ucx", None if cc and HEADER.exists() else
             "no C compiler or no UCX headers (Debian: apt install libucx-dev)")
     done = subprocess.run([cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra",
-                           "-Werror", "-Wpedantic", f"-I{NATIVE}", "-c",
-                           str(NATIVE / "ucx_tag_shim.c"), "-o", str(tmp_path / "shim.o")],
+                           "-Werror", "-Wpedantic", f"-I{UCX.folder}", "-c",
+                           str(UCX.source), "-o", str(tmp_path / "shim.o")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     syms = subprocess.run(["nm", "-g", "--defined-only", str(tmp_path / "shim.o")],

@@ -1,7 +1,6 @@
 """The native verbs transport (native/verbs/, refimpl/rxe/native_programs.py): the C gate engine
-over a
-real UC queue pair, and tagged messaging matched by the C tag engine over a real RC queue pair,
-each between two processes in the soft-RoCE guest (docs/verbs.md).
+over a real UC queue pair, and tagged messaging matched by the C tag-matching engine over a real
+RC queue pair, each between two processes in the soft-RoCE guest (docs/verbs.md).
 
 The build tests run in the default tier where libibverbs' headers are installed (it skips,
 naming them, elsewhere, and fails instead under VERBSPEC_REQUIRE_RXE=1); the runs need the guest
@@ -31,14 +30,14 @@ def _program() -> Path:
     return vn.build_gate_program()
 
 
-def _tagged_program() -> Path:
+def _tagmatch_program() -> Path:
     require("rxe", vn.headers_missing())
-    return vn.build_tagged_program()
+    return vn.build_tagmatch_program()
 
 
 # ------------------------------------------------------------------ host side, default tier
 BUILDERS = [pytest.param(vn.build_gate_program, id="gate"),
-            pytest.param(vn.build_tagged_program, id="tagged")]
+            pytest.param(vn.build_tagmatch_program, id="tagmatch")]
 
 
 @pytest.mark.parametrize("build", BUILDERS)
@@ -51,10 +50,11 @@ def test_the_program_builds_warning_free(build, tmp_path):
 
 def test_the_programs_share_the_queue_pair_code_but_not_a_cache_entry(tmp_path):
     require("rxe", vn.headers_missing())
-    gate, tagged = vn.build_gate_program(cache=tmp_path), vn.build_tagged_program(cache=tmp_path)
-    assert gate.name.startswith("verbs_gate-") and tagged.name.startswith("verbs_tagged-")
+    gate = vn.build_gate_program(cache=tmp_path)
+    tagmatch = vn.build_tagmatch_program(cache=tmp_path)
+    assert gate.name.startswith("verbs_gate-") and tagmatch.name.startswith("verbs_tagmatch-")
     assert vn.VERBS / "verbs_qp.c" in vn.GATE_SOURCES and vn.VERBS / "verbs_qp.c" in \
-        vn.TAGGED_SOURCES
+        vn.TAGMATCH_SOURCES
 
 
 @pytest.mark.parametrize("build", BUILDERS)
@@ -125,7 +125,7 @@ def test_bad_arguments_exit_2_naming_what_was_wrong(args, message):
 def test_the_tagged_program_refuses_bad_arguments_with_exit_2_naming_them(args, message):
     import subprocess
 
-    done = subprocess.run([str(_tagged_program()), *args], capture_output=True, text=True)
+    done = subprocess.run([str(_tagmatch_program()), *args], capture_output=True, text=True)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert done.stdout == ""
 
@@ -138,9 +138,9 @@ def test_the_pair_script_reports_each_rank_in_its_own_section():
     argv = vn.GateRun(gates=5, more_gates=1, big_bytes=0).argv(Path("/x/verbs_gate"), 1)
     assert argv[:5] == ["/x/verbs_gate", "--rank", "1", "--device", "rxe1"]
     assert "--peer" in argv and argv[argv.index("--peer") + 1] == "10.77.0.1:18515"
-    run = vn.TaggedRun(rounds=2, sizes=(64, 1 << 20), port=18_600, trace_dir="/t")
-    argv = run.argv(Path("/x/verbs_tagged"), 0)
-    assert argv[:5] == ["/x/verbs_tagged", "--rank", "0", "--device", "rxe0"]
+    run = vn.TagmatchRun(rounds=2, sizes=(64, 1 << 20), port=18_600, trace_dir="/t")
+    argv = run.argv(Path("/x/verbs_tagmatch"), 0)
+    assert argv[:5] == ["/x/verbs_tagmatch", "--rank", "0", "--device", "rxe0"]
     assert argv[argv.index("--listen") + 1] == "18600"
     assert argv[argv.index("--sizes") + 1] == "64,1048576" and run.messages == 12
     assert argv[-2:] == ["--trace", "/t/trace-rank0.jsonl"]
@@ -153,16 +153,17 @@ def test_a_tagged_pair_outcome_sums_both_ranks():
                 f'"credit_reads": {r}, "mib_per_s": 2.5, "wall_s": {1 + r}, '
                 f'"ok": {str(ok).lower()}, "error": "{error}"' + "}\n")
 
-    sections = {("tagged", 0): (1, rank(0, False, "bad"), "x"),
-                ("tagged", 1): (0, rank(1, True, ""), "")}
-    pair = vn.pair_outcome(sections, "tagged", vn.merge_tagged)
+    sections = {("tagmatch", 0): (1, rank(0, False, "bad"), "x"),
+                ("tagmatch", 1): (0, rank(1, True, ""), "")}
+    pair = vn.pair_outcome(sections, "tagmatch", vn.merge_tagmatch)
     assert not pair.ok and pair.ranks[0].returncode == 1
     m = pair.merged
     assert (m["messages"], m["eager"], m["rendezvous"], m["bytes"], m["verified"],
             m["mismatches"], m["credit_reads"]) == (24, 12, 12, 200, 24, 1, 1)
     assert (m["wall_s"], m["errors"], m["ok"]) == (2, ["bad"], False)
-    with pytest.raises(vn.VerbsRunError, match="rank 1's section 'tagged' is missing"):
-        vn.pair_outcome({("tagged", 0): sections[("tagged", 0)]}, "tagged", vn.merge_tagged)
+    with pytest.raises(vn.VerbsRunError, match="rank 1's section 'tagmatch' is missing"):
+        vn.pair_outcome({("tagmatch", 0): sections[("tagmatch", 0)]}, "tagmatch",
+                        vn.merge_tagmatch)
 
 
 # ------------------------------------------------------------------ in the guest
@@ -267,7 +268,7 @@ def test_no_peer_to_connect_to_is_an_error_naming_the_address(rxe_guest):
 
 
 # ------------------------------------------------------------------ tagged traffic in the guest
-TAGGED = vn.TaggedRun()     # the demo's tagged part: 3 rounds x 3 phases x 4 sizes per rank
+TAGGED = vn.TagmatchRun()     # the demo's tagged part: 3 rounds x 3 phases x 4 sizes per rank
 
 
 def _trace_pair(where: Path):
@@ -280,7 +281,7 @@ def _trace_pair(where: Path):
 def tagged_run(rxe_guest, rxe_scratch):
     """Both ranks of the tagged program, rxe0 <-> rxe1, traced into the shared scratch
     directory."""
-    exe = _tagged_program()
+    exe = _tagmatch_program()
     traces = rxe_scratch / "native-tagged"
     traces.mkdir()
     pair = vn.run_pair(rxe_guest.run, exe, replace(TAGGED, trace_dir=str(traces)), timeout=600)
@@ -392,9 +393,9 @@ def test_one_bounce_buffer_per_peer_is_flow_controlled_by_credit_reads(rxe_guest
 
     traces = rxe_scratch / "native-tagged-credits"
     traces.mkdir()
-    run = vn.TaggedRun(rounds=1, port=18_531, trace_dir=str(traces),
+    run = vn.TagmatchRun(rounds=1, port=18_531, trace_dir=str(traces),
                        extra=(("--bounces", "1"),) * 2)
-    pair = vn.run_pair(rxe_guest.run, _tagged_program(), run, timeout=600)
+    pair = vn.run_pair(rxe_guest.run, _tagmatch_program(), run, timeout=600)
     assert pair.ok, [r.stderr for r in pair.ranks]
     assert pair.merged["verified"] == 2 * run.messages and pair.merged["mismatches"] == 0
     # each rank's second send of the run finds no credit: no poll came between the two
@@ -405,12 +406,12 @@ def test_one_bounce_buffer_per_peer_is_flow_controlled_by_credit_reads(rxe_guest
 
 @pytest.mark.rxe
 def test_ranks_with_different_plans_refuse_each_other_naming_the_setting(rxe_guest):
-    run = vn.TaggedRun(rounds=1, port=18_532, extra=((), ("--rounds", "2")))
-    pair = vn.run_pair(rxe_guest.run, _tagged_program(), run, timeout=600)
+    run = vn.TagmatchRun(rounds=1, port=18_532, extra=((), ("--rounds", "2")))
+    pair = vn.run_pair(rxe_guest.run, _tagmatch_program(), run, timeout=600)
     r0, r1 = pair.ranks
     assert r0.returncode == 1 and r1.returncode == 1
-    assert "verbs_tagged rank 0: the peer runs with rounds 2, this rank with 1" in r0.stderr
-    assert "verbs_tagged rank 1: the peer runs with rounds 1, this rank with 2" in r1.stderr
+    assert "verbs_tagmatch rank 0: the peer runs with rounds 2, this rank with 1" in r0.stderr
+    assert "verbs_tagmatch rank 1: the peer runs with rounds 1, this rank with 2" in r1.stderr
     assert r0.result is not None and r0.result["error"] == "the peer runs with rounds 2, this " \
                                                           "rank with 1"
 
@@ -422,11 +423,11 @@ def test_a_tagged_peer_that_dies_mid_run_ends_the_other_rank_with_an_error_namin
     or the peer's queue pair gone), never a timeout and never a success."""
     import re
 
-    run = vn.TaggedRun(rounds=1, port=18_533, extra=((), ("--exit-after", "6")))
-    pair = vn.run_pair(rxe_guest.run, _tagged_program(), run, timeout=600)
+    run = vn.TagmatchRun(rounds=1, port=18_533, extra=((), ("--exit-after", "6")))
+    pair = vn.run_pair(rxe_guest.run, _tagmatch_program(), run, timeout=600)
     survivor, dead = pair.ranks
     assert dead.returncode == 3
-    assert "verbs_tagged rank 1: leaving after 6 messages without a word" in dead.stderr
+    assert "verbs_tagmatch rank 1: leaving after 6 messages without a word" in dead.stderr
     assert survivor.returncode == 1 and survivor.result is not None
     assert not survivor.result["ok"] and survivor.result["messages"] < run.messages
     error = survivor.result["error"]
@@ -434,4 +435,4 @@ def test_a_tagged_peer_that_dies_mid_run_ends_the_other_rank_with_an_error_namin
                     r"died\) while a .* waited$|TCP side channel: send: .* \(writing |the peer "
                     r"closed the TCP connection before it sent |rdma completion error: ", error), \
         error
-    assert f"verbs_tagged rank 0: {error}" in survivor.stderr
+    assert f"verbs_tagmatch rank 0: {error}" in survivor.stderr

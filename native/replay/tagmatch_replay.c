@@ -1,7 +1,8 @@
 /* The tag-matching engine's replay driver: runs a replay script (replay.h) against
- * native/tag_engine.c through its public header, the ABI a C transport links against.
+ * native/tagmatch/tagmatch_engine.c through its public header, the ABI a C transport links
+ * against.
  *
- *   tag_replay SCRIPT      (SCRIPT "-": standard input)
+ *   tagmatch_replay SCRIPT      (SCRIPT "-": standard input)
  *
  * Calls: send SENDER COMM TAG NBYTES | fin MID
  *        delivered MID COMM SRC TAG NBYTES KIND (KIND eager | rndv)
@@ -22,15 +23,17 @@
 #include <string.h>
 
 #include "replay.h"
-#include "tag_engine.h"
+#include "tagmatch_engine.h"
 
 static const char *const CONFIG_NAMES[] = {
     "senders", "messages", "tags", "comms", "max_bytes", "eager_limit", "capacity",
 };
 #define N_CONFIG (sizeof CONFIG_NAMES / sizeof CONFIG_NAMES[0])
-static const char *const KIND_NAMES[] = {"eager", "rndv"};
-static const char *const OP_NAMES[] = {"add", "remove", "sync"};
-static const char *const CQE_NAMES[] = {"match", "unexpected", "removed"};
+/* the names of the engine's enums, the spec's (native/generated/spec_constants.h) */
+static const char *const KIND_NAMES[] = VS_SPEC_TAGMATCH_KIND_NAMES;
+static const char *const OP_NAMES[] = VS_SPEC_TAGMATCH_OP_NAMES;
+static const char *const CQE_NAMES[] = VS_SPEC_TAGMATCH_CQE_NAMES;
+#define N_OF(names) (sizeof names / sizeof names[0])
 
 static const char *name_of(const char *const *names, size_t n, int32_t k)
 {
@@ -74,7 +77,7 @@ static void put_emitted(rp_fields *f, const vs_tag_out *o)
     for (int32_t i = 0; i < o->nsends; i++) {
         const vs_tag_packet *p = &o->sends[i];
         rp_putf(f, "%s%d:%d:%d:%d:%d:%s", i ? "," : "", p->mid, p->comm, p->src, p->tag,
-                p->nbytes, name_of(KIND_NAMES, 2, p->kind));
+                p->nbytes, name_of(KIND_NAMES, N_OF(KIND_NAMES), p->kind));
     }
     rp_field_end(f);
     const struct { const char *name; const vs_tag_pair *v; int32_t n; } pairs[] = {
@@ -136,14 +139,14 @@ static int put_view(rp_fields *f, vs_tag *e)
     rp_field_end(f);
     rp_field_begin(f, p, "ops");
     for (int32_t i = 0; off && i < v.nops; i++) {
-        rp_putf(f, "%s%s:%" PRId64 ":", i ? "," : "", name_of(OP_NAMES, 3, v.ops[i].kind),
-                v.ops[i].count);
+        rp_putf(f, "%s%s:%" PRId64 ":", i ? "," : "",
+                name_of(OP_NAMES, N_OF(OP_NAMES), v.ops[i].kind), v.ops[i].count);
         opt(f, v.ops[i].rid);
     }
     rp_field_end(f);
     rp_field_begin(f, p, "cq");
     for (int32_t i = 0; off && i < v.ncq; i++) {
-        rp_putf(f, "%s%s:", i ? "," : "", name_of(CQE_NAMES, 3, v.cq[i].kind));
+        rp_putf(f, "%s%s:", i ? "," : "", name_of(CQE_NAMES, N_OF(CQE_NAMES), v.cq[i].kind));
         opt(f, v.cq[i].rid);
         rp_putf(f, ":");
         opt(f, v.cq[i].mid);
@@ -195,12 +198,13 @@ static int call(vs_tag *e, rp_script *s, int *rc)
         for (size_t i = 0; i < 5; i++)
             if (rp_i64(s, s->tok[3 + i], PACKET[i], &a[i]) != 0)
                 return -1;
-        if (strcmp(s->tok[8], "eager") == 0)
-            a[5] = VS_TAG_EAGER;
-        else if (strcmp(s->tok[8], "rndv") == 0)
-            a[5] = VS_TAG_RNDV;
-        else
-            return rp_fail(s, "packet kind '%s': expected eager or rndv", s->tok[8]);
+        a[5] = -1;                          /* the kind by its name (VS_TAG_EAGER, _RNDV) */
+        for (size_t k = 0; k < N_OF(KIND_NAMES); k++)
+            if (strcmp(s->tok[8], KIND_NAMES[k]) == 0)
+                a[5] = (int64_t)k;
+        if (a[5] < 0)
+            return rp_fail(s, "packet kind '%s': expected %s or %s", s->tok[8],
+                           KIND_NAMES[VS_TAG_EAGER], KIND_NAMES[VS_TAG_RNDV]);
         *rc = vs_tag_delivered(e, a[0], a[1], a[2], a[3], a[4], a[5]);
     } else if (strcmp(name, "post_recv") == 0) {
         if (args(s, 4, RECV, a) != 0)

@@ -1,8 +1,8 @@
-/* verbs_tagged: one rank of tagged messaging over a real RC queue pair, matched by the C tag
- * engine (native/tag_engine.h) and driven over libibverbs, with the TCP connection for the
- * queue pair's address, the hello and the rendezvous regions' announcements.
+/* verbs_tagmatch: one rank of tagged messaging over a real RC queue pair, matched by the C
+ * tag-matching engine (native/tagmatch/tagmatch_engine.h) and driven over libibverbs, with the
+ * TCP connection for the queue pair's address, the hello and the rendezvous regions' announcements.
  *
- *   verbs_tagged --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
+ *   verbs_tagmatch --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
  *
  * The wire is refimpl/library/tagmatch_endpoint.py's, byte for byte (docs/verbs.md, "The tagged program"): every
  * message is a SEND of a 60-byte header (magic "VSTM", kind, source, communicator, tag, per-peer
@@ -42,7 +42,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "tag_engine.h"
+#include "tagmatch_engine.h"
 #include "verbs_common.h"
 #include "verbs_qp.h"
 
@@ -196,7 +196,7 @@ static int refused(rank_t *r, const char *call)
 static void leave_if_asked(const rank_t *r)
 {
     if (r->o.exit_after >= 0 && r->verified == (uint64_t)r->o.exit_after) {
-        fprintf(stderr, "verbs_tagged rank %d: leaving after %" PRIu64 " messages without a "
+        fprintf(stderr, "verbs_tagmatch rank %d: leaving after %" PRIu64 " messages without a "
                 "word (--exit-after)\n", r->o.ep.rank, r->verified);
         _exit(EXIT_LEFT);
     }
@@ -1209,7 +1209,7 @@ static void teardown(rank_t *r)
     for (int i = 0; i < 4; i++) {
         int code = mrs[i] ? ibv_dereg_mr(mrs[i]) : 0;
         if (code)
-            fprintf(stderr, "verbs_tagged rank %d: ibv_dereg_mr failed: %s (errno %d)\n",
+            fprintf(stderr, "verbs_tagmatch rank %d: ibv_dereg_mr failed: %s (errno %d)\n",
                     r->o.ep.rank, strerror(code), code);
     }
     for (uint64_t i = 0; i < r->nsends; i++) {
@@ -1226,7 +1226,7 @@ static void teardown(rank_t *r)
         free(r->arrivals[i].data);
     vq_err err;
     if (vq_close(&r->dev, &err))
-        fprintf(stderr, "verbs_tagged rank %d: %s\n", r->o.ep.rank, err.text);
+        fprintf(stderr, "verbs_tagmatch rank %d: %s\n", r->o.ep.rank, err.text);
     if (r->fd > 0)
         close(r->fd);
     free(r->bounce);
@@ -1262,7 +1262,7 @@ static void print_json(rank_t *r)
 
 /* ------------------------------------------------------------------ arguments */
 static const char USAGE[] =
-    "usage: verbs_tagged --rank 0|1 --device DEV (--listen PORT | --peer HOST:PORT)\n"
+    "usage: verbs_tagmatch --rank 0|1 --device DEV (--listen PORT | --peer HOST:PORT)\n"
     "  [--gid-index I (0)] [--ib-port P (1)] [--rounds N (3)]\n"
     "  [--sizes B,B,... (64,4096,262144,1048576)] [--eager-limit B (8192)] [--bounces N (32)]\n"
     "  [--max-msg B (65536)] [--sq-depth N (64)] [--timeout-ms T (5000)]\n"
@@ -1277,17 +1277,17 @@ static int parse_sizes(const char *text, options *o)
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         if (o->nsizes == MAX_SIZES || len == 0 || len >= sizeof item) {
-            fprintf(stderr, "verbs_tagged: --sizes: expected 1 to %d byte counts separated by "
+            fprintf(stderr, "verbs_tagmatch: --sizes: expected 1 to %d byte counts separated by "
                     "commas, got '%s'\n%s", MAX_SIZES, text, USAGE);
             return -1;
         }
         memcpy(item, p, len);
         item[len] = '\0';
-        if (vc_number("verbs_tagged", USAGE, "--sizes", item, 8, UINT64_C(1) << 30,
+        if (vc_number("verbs_tagmatch", USAGE, "--sizes", item, 8, UINT64_C(1) << 30,
                       &o->sizes[o->nsizes]))
             return -1;
         if (o->sizes[o->nsizes++] % 8) {
-            fprintf(stderr, "verbs_tagged: --sizes: %s is not a multiple of 8 (the payload "
+            fprintf(stderr, "verbs_tagmatch: --sizes: %s is not a multiple of 8 (the payload "
                     "pattern is written in 8-byte words)\n", item);
             return -1;
         }
@@ -1304,54 +1304,54 @@ static int parse(int argc, char **argv, options *o)
                    .max_msg = 65536, .sq_depth = 64, .timeout_ms = 5000, .exit_after = -1};
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
-        int got = vc_option("verbs_tagged", USAGE, argc, argv, &i, &a, &v, &o->ep);
+        int got = vc_option("verbs_tagmatch", USAGE, argc, argv, &i, &a, &v, &o->ep);
         if (got < 0)
             return -1;
         if (got == 0)
             continue;
         uint64_t n;
         if (strcmp(a, "--rounds") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 1, 1000, &o->rounds))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 1, 1000, &o->rounds))
                 return -1;
         } else if (strcmp(a, "--sizes") == 0) {
             if (parse_sizes(v, o))
                 return -1;
         } else if (strcmp(a, "--eager-limit") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 0, UINT64_C(1) << 30, &o->eager_limit))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 0, UINT64_C(1) << 30, &o->eager_limit))
                 return -1;
         } else if (strcmp(a, "--bounces") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 1, 32768, &o->bounces))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 1, 32768, &o->bounces))
                 return -1;
         } else if (strcmp(a, "--max-msg") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 64, UINT64_C(1) << 30, &o->max_msg))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 64, UINT64_C(1) << 30, &o->max_msg))
                 return -1;
         } else if (strcmp(a, "--sq-depth") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 2, 32768, &o->sq_depth))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 2, 32768, &o->sq_depth))
                 return -1;
         } else if (strcmp(a, "--timeout-ms") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 1, 600000, &n))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 1, 600000, &n))
                 return -1;
             o->timeout_ms = (int)n;
         } else if (strcmp(a, "--exit-after") == 0) {
-            if (vc_number("verbs_tagged", USAGE, a, v, 0, 100000, &n))
+            if (vc_number("verbs_tagmatch", USAGE, a, v, 0, 100000, &n))
                 return -1;
             o->exit_after = (int64_t)n;
         } else {
-            fprintf(stderr, "verbs_tagged: unknown option %s\n%s", a, USAGE);
+            fprintf(stderr, "verbs_tagmatch: unknown option %s\n%s", a, USAGE);
             return -1;
         }
     }
-    if (vc_endpoint_check("verbs_tagged", USAGE, &o->ep))
+    if (vc_endpoint_check("verbs_tagmatch", USAGE, &o->ep))
         return -1;
     if (HDR_BYTES + o->eager_limit > o->max_msg) {
-        fprintf(stderr, "verbs_tagged: --eager-limit %" PRIu64 ": a %u-byte header and the "
+        fprintf(stderr, "verbs_tagmatch: --eager-limit %" PRIu64 ": a %u-byte header and the "
                 "eager payload must fit --max-msg %" PRIu64 "\n", o->eager_limit, HDR_BYTES,
                 o->max_msg);
         return -1;
     }
     /* the tag engine numbers messages in int32: rounds * 3 * sizes per rank, two ranks */
     if (o->rounds * 3 * o->nsizes > 100000) {
-        fprintf(stderr, "verbs_tagged: --rounds %" PRIu64 " with %" PRIu64 " sizes is more "
+        fprintf(stderr, "verbs_tagmatch: --rounds %" PRIu64 " with %" PRIu64 " sizes is more "
                 "than 100000 messages per rank\n", o->rounds, o->nsizes);
         return -1;
     }
@@ -1362,7 +1362,7 @@ int main(int argc, char **argv)
 {
     rank_t *r = calloc(1, sizeof *r);
     if (r == NULL) {
-        fputs("verbs_tagged: out of memory\n", stderr);
+        fputs("verbs_tagmatch: out of memory\n", stderr);
         return EXIT_FAILED;
     }
     if (parse(argc, argv, &r->o)) {
@@ -1379,7 +1379,7 @@ int main(int argc, char **argv)
         rc = finish(r);
     r->wall_seconds = vc_now_s() - t0;
     if (r->error[0])
-        fprintf(stderr, "verbs_tagged rank %d: %s\n", r->o.ep.rank, r->error);
+        fprintf(stderr, "verbs_tagmatch rank %d: %s\n", r->o.ep.rank, r->error);
     if (r->o.ep.json)
         print_json(r);
     teardown(r);

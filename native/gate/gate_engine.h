@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../generated/spec_constants.h"
+
 /* Phases of a rank: the protocol step it takes next. */
 typedef enum {
     VS_GATE_INIT,
@@ -79,24 +81,29 @@ typedef enum {
 #define VS_GATE_OK 0
 #define VS_GATE_REFUSED 1
 
+/* The spec's constants (native/generated/spec_constants.h), by the names of this ABI. */
 /* wr_id tag bits: gate receives and sends carry bare sequence numbers. */
-#define VS_GATE_TAG_BULK (UINT64_C(1) << 63)    /* drain dummies, big-gate chunks: BULK | i */
-#define VS_GATE_TAG_WARM (UINT64_C(1) << 62)    /* warm-up exchanges at setup */
-#define VS_GATE_TAG_BLOCK (UINT64_C(1) << 61)   /* verify-block rows: BLOCK | (row + 1)
-                                                   received, BLOCK | 1 sent */
-#define VS_GATE_TAG_MASK (VS_GATE_TAG_BULK | VS_GATE_TAG_WARM)
+#define VS_GATE_TAG_BULK VS_SPEC_GATE_TAG_BULK  /* drain dummies, big-gate chunks: BULK | i */
+#define VS_GATE_TAG_WARM VS_SPEC_GATE_TAG_WARM  /* warm-up exchanges at setup */
+#define VS_GATE_TAG_BLOCK VS_SPEC_GATE_TAG_BLOCK    /* verify-block rows: BLOCK | (row + 1)
+                                                       received, BLOCK | 1 sent */
+#define VS_GATE_TAG_MASK VS_SPEC_GATE_TAG_MASK  /* BULK | WARM */
 
-#define VS_GATE_WINDOW_BARRIER 0xD1u            /* the byte that arms the decode window */
-#define VS_GATE_BLOCK_BARRIER 0xB5u             /* ... and a verify block's receives */
-#define VS_GATE_BIG_MAGIC 0xB16u                /* a big-gate header's tag field */
-#define VS_GATE_HEADER_MAGIC UINT64_C(0x44533442)   /* "DS4B" */
-#define VS_GATE_BIG_LAYER 0u                    /* big gates name no layer */
-#define VS_GATE_WC_SUCCESS 0                    /* IBV_WC_SUCCESS */
-#define VS_GATE_DECODE_POLL 16u                 /* ibv_wc entries per poll: a decode or
-                                                   verify-block wait */
-#define VS_GATE_BIG_POLL 64u                    /* ... a big-gate window's */
-#define VS_GATE_MAX_BIG_DEPTH 256u              /* the cap on a big-gate window */
-#define VS_GATE_MAX_WINDOW 32768u               /* the deepest receive queue targeted */
+#define VS_GATE_WINDOW_BARRIER VS_SPEC_GATE_WINDOW_BARRIER  /* the byte that arms the decode
+                                                               window */
+#define VS_GATE_BLOCK_BARRIER VS_SPEC_GATE_BLOCK_BARRIER    /* ... and a verify block's
+                                                               receives */
+#define VS_GATE_BIG_MAGIC VS_SPEC_GATE_BIG_MAGIC            /* a big-gate header's tag field */
+#define VS_GATE_HEADER_MAGIC VS_SPEC_GATE_HEADER_MAGIC      /* "DS4B" */
+#define VS_GATE_BIG_LAYER VS_SPEC_GATE_BIG_LAYER            /* big gates name no layer */
+#define VS_GATE_WC_SUCCESS VS_SPEC_GATE_WC_SUCCESS          /* IBV_WC_SUCCESS */
+#define VS_GATE_DECODE_POLL VS_SPEC_GATE_POLL_BATCH         /* ibv_wc entries per poll: a
+                                                               decode or verify-block wait */
+#define VS_GATE_BIG_POLL VS_SPEC_GATE_BIG_POLL_BATCH        /* ... a big-gate window's */
+#define VS_GATE_DRAIN_POLL(window) VS_SPEC_GATE_DRAIN_POLL_BATCH(window) /* ... a drain's */
+#define VS_GATE_MAX_BIG_DEPTH VS_SPEC_GATE_BIG_DEPTH_MAX    /* the cap on a big-gate window */
+#define VS_GATE_MAX_WINDOW VS_SPEC_GATE_WINDOW_MAX          /* the deepest receive queue
+                                                               targeted */
 
 #define VS_GATE_TEXT 256                        /* bytes of a result, error or refusal text */
 

@@ -1,9 +1,10 @@
 /* The gate engine: one rank of ds4's gate window protocol, sans I/O (see gate_engine.h).
  *
- * The same machine as the reference engine refimpl/engines/gate_engine.py, written from the protocol:
- * the conformance harness holds both to the spec step by step. Error texts are ds4's formats
- * (spec/gate/errors.py declares each one; the native tests check every declared format is
- * written here verbatim), filled with snprintf into the engine's own buffers.
+ * The same machine as the reference engine refimpl/engines/gate_engine.py, written from the
+ * protocol: the conformance harness holds both to the spec step by step. Error texts are the
+ * spec's (spec/gate/errors.py, ds4's formats but where marked), taken by name from the header
+ * generated from it (native/generated/spec_constants.h) and filled with snprintf into the
+ * engine's own buffers.
  */
 #include "gate_engine.h"
 
@@ -12,98 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Single-point mutants for the mutation run (tests/mutants_gate.py), each a one-line change
- * compiled in by -DVS_MUTANT=N; 0 is the engine as written. */
-#ifndef VS_MUTANT
-#define VS_MUTANT 0
-#endif
-
 #if defined(__GNUC__)
 #define VS_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define VS_PRINTF(f, a)
 #endif
 
-/* ds4's error texts (spec/gate/errors.py), by the name the spec declares them under. */
-#define WC_STATUS "wc status %d"
-#define HELLO_MISMATCH "verbspec safety rule: tp hello: peer's %s %llu != %llu"
-#define CHUNKED_VECTORS "rdma gate vectors ride as 2 chunked messages (%llu bytes > %u limit)"
-#define GATE_ORDER "gate order broke: layer %u gate %u vs seq %llu"
-#define GATE_SEQ_ORDER "verbspec safety rule: gate seq %llu out of order after gate %llu"
-#define WINDOW_BARRIER_MISMATCH \
-    "verbspec silent failure: rdma window barrier read byte 0x%02x, expected 0x%02x"
-#define WINDOW_BARRIER_CLOSED \
-    "verbspec silent failure: peer closed the data socket during the rdma window barrier"
-#define WINDOW_BARRIER_TIMEOUT "verbspec silent failure: the rdma window barrier read timed out"
-#define GATE_COMPLETION "rdma completion error: %s (wr_id %llu)"
-#define GATE_PEER "peer disconnected during RDMA gate"
-#define GATE_TIMEOUT "timeout waiting gate seq %llu (recv_done %llu)"
-#define DRAIN_COMPLETION "rdma receive-window drain: %s"
-#define DRAIN_PEER "peer disconnected while draining RDMA receives"
-#define DRAIN_TIMEOUT "timeout draining RDMA receive window (%u/%u)"
-#define BIG_HEADER_FAILED "big gate header exchange failed or peer closed (layer %u seq %llu): %s"
-#define BIG_DESYNC "big gate desync: got l=%u tag=%x seq=%llu, want l=%u seq=%llu"
-#define BIG_SIZE_MISMATCH \
-    "verbspec safety rule: big gate %llu of %llu chunks vs the peer's %llu chunks"
-#define BIG_HEADER_MISFRAMED "verbspec safety rule: big gate header read found %s"
-#define BIG_UNAVAILABLE "big gate unavailable or decode window still active"
-#define BIG_BARRIER "big gate window barrier failed"
-#define BIG_COMPLETION "big gate completion error: %s"
-#define BIG_UNTAGGED \
-    "verbspec safety rule: receive completion wr_id %llu without the BULK tag in a big gate " \
-    "window"
-#define BIG_INVALID "duplicate or invalid big gate completion %llu"
-#define BIG_LENGTH "big gate chunk %llu received %u bytes, expected %u"
-#define BIG_PEER "peer disconnected during big gate"
-#define BIG_TIMEOUT "timeout in big gate window (%u/%u recvs, %u/%u sends, %u sent)"
-#define BLOCK_HEADER_FAILED "verbspec safety rule: verify-block header exchange failed: %s"
-#define BLOCK_HEADER_MISFRAMED "verbspec safety rule: verify-block header read found %s"
-#define BLOCK_HEADER_MISMATCH \
-    "verbspec safety rule: verify block of %u layers x %u rows vs the peer's %u x %u"
-#define BLOCK_RECV_DEPTH \
-    "verbspec silent failure: verify-block layer %u needs %u receives, above the receive " \
-    "depth %u"
-#define BLOCK_SEND_DEPTH \
-    "verbspec silent failure: verify-block layer %u sends %u work requests, above %u (half " \
-    "the receive depth) or the send depth %u"
-#define BLOCK_EMPTY "rdma verify-block receive of 0 bytes"
-#define BLOCK_PEER "peer disconnected during verify-block gate"
-#define BLOCK_TIMEOUT "timeout waiting verify-block gate layer %u (%llu/%llu rows)"
-#define BLOCK_END_TIMEOUT "verify-block end: %llu/%llu rows received, %u sends pending"
-#define BATCH_DESYNC \
-    "batch gate desync: got l=%u rows=%u seq=%llu, want l=%u rows=%u seq=%llu"
-#define BATCH_HEADER_FAILED "verbspec silent failure: batch gate header read failed: %s"
-#define BATCH_HEADER_MISFRAMED "verbspec silent failure: batch gate header read found %s"
-#define POST_RECV "rdma post_recv(seq %llu): %s"
-#define POST_SEND "rdma post_send: %s"
-#define CQ_POLL "verbspec silent failure: ibv_poll_cq failed in a gate or verify-block wait"
-#define DRAIN_POST_FAILED "rdma receive-window drain post failed: %s"
-#define DRAIN_POLL "verbspec silent failure: ibv_poll_cq failed in the receive-window drain"
-#define BIG_POST_RECV "big gate post_recv(%u of %u): %s"
-#define BIG_POST_SEND "big gate post_send(%u): %s"
-#define BIG_POLL "big gate poll_cq failed at %llu/%llu bytes: %s"
-#define BLOCK_POST_RECV "rdma verify-block post_recv(layer %u): %s"
-#define BLOCK_POST_SEND "rdma verify-block post_send(layer %u): %s"
-/* strerror(ENOMEM): a post refused by a full queue, as the providers report it */
-#define POST_ERRNO "Cannot allocate memory"
-/* strerror(EIO): where a poll fails (the providers return a negative count; ds4 prints errno) */
-#define POLL_ERRNO "Input/output error"
-/* strerror(ECONNRESET): a dead peer's socket held the header this rank wrote before reading */
-#define PEER_CLOSED_ERRNO "Connection reset by peer"
-/* strerror(EAGAIN): a data-socket read past its receive timeout (the gate timeout) */
-#define READ_TIMEOUT_ERRNO "Resource temporarily unavailable"
-#define CRASHED_TEXT "crashed"
+/* The spec's text or constant NAME (native/generated/spec_constants.h): a text by the name of
+ * its declaration in spec/gate/errors.py, a parameter's bounds as PARAM_MIN and PARAM_MAX. */
+#define SPEC(name) VS_SPEC_GATE_##name
 
 typedef unsigned long long ull;
 
+_Static_assert(VS_GATE_N_PHASES == SPEC(N_PHASES), "vs_gate_phase is the spec's phases");
+_Static_assert(VS_GATE_N_BUFS == SPEC(N_BUFS), "vs_gate_buf is the spec's regions");
+
 /* a char array, not pointers: read-only data with no relocations */
-static const char PHASE_NAMES[VS_GATE_N_PHASES][24] = {
-    "init", "idle", "hold", "arm_post", "arm_barrier_write", "arm_barrier_read", "send", "wait",
-    "drain_post", "drain_wait", "big_header_write", "big_header_read", "big_begin", "big_post",
-    "big_barrier_write", "big_barrier_read", "big_xfer", "block_header_write",
-    "block_header_read", "block_post", "block_barrier_write", "block_barrier_read", "block_send",
-    "block_wait", "block_end", "batch_header_write", "batch_header_read", "failed", "crashed",
-};
+static const char PHASE_NAMES[VS_GATE_N_PHASES][24] = SPEC(PHASE_NAMES);
 
 /* The fields a step that posts may change, and those ds4's text for its post names, as they
  * were before the engine's last such step: a post that then fails undoes the step. */
@@ -318,12 +244,7 @@ static void recv_chain(vs_gate *e, uint64_t seq)
 {
     uint64_t last = e->chunks - 1, slot = slot_of(e, seq);
     for (uint64_t k = 0; k < e->chunks; k++) {
-#if VS_MUTANT == 2
-        uint64_t tag = k == 0 ? seq : 0;        /* the watermark on the first chunk */
-        (void)last;
-#else
         uint64_t tag = k == last ? seq : 0;
-#endif
         put_recv(e, tag, VS_GATE_BUF_IN, slot, k * e->cfg.max_msg, chunk_len(e, k));
     }
 }
@@ -346,10 +267,18 @@ static void put_tcp(vs_gate *e, int32_t kind, uint64_t value, uint64_t chunks, u
 }
 
 /* ------------------------------------------------------------------ life cycle */
-static int bad_config(char *err, size_t err_len, const char *what)
+static int bad_config(char *err, size_t err_len, const char *fmt, ...) VS_PRINTF(3, 4);
+
+static int bad_config(char *err, size_t err_len, const char *fmt, ...)
 {
-    if (err && err_len)
+    if (err && err_len) {
+        char what[VS_GATE_TEXT];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
         snprintf(err, err_len, "gate engine configuration: %s", what);
+    }
     return VS_GATE_REFUSED;
 }
 
@@ -361,40 +290,51 @@ static int popcount64(uint64_t x)
     return n;
 }
 
+static int in_bounds(uint64_t v, uint64_t lo, uint64_t hi) { return v >= lo && v <= hi; }
+
+/* Whether v is within the spec's bounds of parameter NAME. */
+#define IN_BOUNDS(v, name) in_bounds(v, SPEC(name##_MIN), SPEC(name##_MAX))
+/* Its bounds, for a refusal's text (%llu..%llu). */
+#define BOUNDS(name) (ull)SPEC(name##_MIN), (ull)SPEC(name##_MAX)
+
 int vs_gate_create(const vs_gate_config *cfg, uint64_t grant, vs_gate **out, char *err,
                    size_t err_len)
 {
     *out = NULL;
-    if (cfg->max_msg < 1 || cfg->max_msg > (UINT64_C(1) << 31))
-        return bad_config(err, err_len, "max_msg must be 1..2^31");
-    if (cfg->vec_bytes < 1 || cfg->vec_bytes > 2 * cfg->max_msg)
-        return bad_config(err, err_len, "vec_bytes must be 1..2 * max_msg");
-    if (cfg->window < 1 || cfg->window > VS_GATE_MAX_WINDOW)
-        return bad_config(err, err_len, "window must be 1..32768");
-    if (cfg->n_slots < 1 || cfg->n_slots > 65536)
-        return bad_config(err, err_len, "n_slots must be 1..65536");
-    if (cfg->gates_per_token > 65536)
-        return bad_config(err, err_len, "gates_per_token must be 0..65536");
+    if (!IN_BOUNDS(cfg->max_msg, MAX_MSG))
+        return bad_config(err, err_len, "max_msg must be %llu..%llu", BOUNDS(MAX_MSG));
+    if (cfg->vec_bytes < SPEC(VEC_BYTES_MIN) || cfg->vec_bytes > 2 * cfg->max_msg)
+        return bad_config(err, err_len, "vec_bytes must be %llu..2 * max_msg",
+                          (ull)SPEC(VEC_BYTES_MIN));
+    if (!IN_BOUNDS(cfg->window, WINDOW))
+        return bad_config(err, err_len, "window must be %llu..%llu", BOUNDS(WINDOW));
+    if (!IN_BOUNDS(cfg->n_slots, N_SLOTS))
+        return bad_config(err, err_len, "n_slots must be %llu..%llu", BOUNDS(N_SLOTS));
+    if (!IN_BOUNDS(cfg->gates_per_token, GATES_PER_TOKEN))
+        return bad_config(err, err_len, "gates_per_token must be %llu..%llu",
+                          BOUNDS(GATES_PER_TOKEN));
     if (cfg->slot_mask) {
         if ((uint64_t)popcount64(cfg->slot_mask) != cfg->gates_per_token)
             return bad_config(err, err_len, "slot_mask must have gates_per_token bits set");
         if (cfg->n_slots < 64 && cfg->slot_mask >> cfg->n_slots)
             return bad_config(err, err_len, "slot_mask reaches at or above n_slots");
     } else if (cfg->gates_per_token) {
-        if (cfg->slot_start > 65536 || cfg->slot_step > 65536
+        if (!IN_BOUNDS(cfg->slot_start, SLOT_START) || !IN_BOUNDS(cfg->slot_step, SLOT_STEP)
             || cfg->slot_start + (cfg->gates_per_token - 1) * cfg->slot_step >= cfg->n_slots)
             return bad_config(err, err_len, "the slot schedule reaches at or above n_slots");
     }
-    if (cfg->rq_depth < 1 || cfg->sq_depth < 1 || cfg->chain_max < 1 || cfg->staging_bytes < 1)
+    if (cfg->rq_depth < SPEC(RQ_DEPTH_MIN) || cfg->sq_depth < SPEC(SQ_DEPTH_MIN)
+        || cfg->chain_max < SPEC(CHAIN_MAX_MIN) || cfg->staging_bytes < SPEC(STAGING_BYTES_MIN))
         return bad_config(err, err_len, "rq_depth, sq_depth, chain_max, staging_bytes >= 1");
-    if (cfg->big_depth < 1 || cfg->big_depth > VS_GATE_MAX_BIG_DEPTH)
-        return bad_config(err, err_len, "big_depth must be 1..256");
+    if (!IN_BOUNDS(cfg->big_depth, BIG_DEPTH))
+        return bad_config(err, err_len, "big_depth must be %llu..%llu", BOUNDS(BIG_DEPTH));
     if (cfg->big_last_bytes > cfg->max_msg)
         return bad_config(err, err_len, "big_last_bytes must be 0..max_msg");
-    if ((cfg->block_layers == 0) != (cfg->block_rows == 0) || cfg->block_layers > 65536
-        || cfg->block_rows > VS_GATE_MAX_WINDOW)
-        return bad_config(err, err_len, "block_layers and block_rows must be 1..65536 and "
-                          "1..32768, or both 0");
+    if ((cfg->block_layers == 0) != (cfg->block_rows == 0)
+        || (cfg->block_layers && (!IN_BOUNDS(cfg->block_layers, BLOCK_LAYERS)
+                                  || !IN_BOUNDS(cfg->block_rows, BLOCK_ROWS))))
+        return bad_config(err, err_len, "block_layers and block_rows must be %llu..%llu and "
+                          "%llu..%llu, or both 0", BOUNDS(BLOCK_LAYERS), BOUNDS(BLOCK_ROWS));
     if (cfg->verify_window_off > 1)
         return bad_config(err, err_len, "verify_window_off must be 0 or 1");
 
@@ -445,7 +385,7 @@ int vs_gate_setup(vs_gate *e)
         return VS_GATE_REFUSED;
     e->phase = VS_GATE_IDLE;
     if (e->chunks == 2) {
-        snprintf(e->out.log[0], sizeof e->out.log[0], CHUNKED_VECTORS, (ull)e->cfg.vec_bytes,
+        snprintf(e->out.log[0], sizeof e->out.log[0], SPEC(CHUNKED_VECTORS), (ull)e->cfg.vec_bytes,
                  (unsigned)e->cfg.max_msg);
         e->out.n_log = 1;
     }
@@ -458,9 +398,10 @@ int vs_gate_setup_hello(vs_gate *e, uint64_t peer_window, uint64_t peer_max_msg)
     if (need(e, BIT(VS_GATE_INIT)))
         return VS_GATE_REFUSED;
     if (peer_window != e->cfg.window)
-        return fail(e, HELLO_MISMATCH, "receive window", (ull)peer_window, (ull)e->cfg.window);
+        return fail(e, SPEC(HELLO_MISMATCH), "receive window", (ull)peer_window,
+                    (ull)e->cfg.window);
     if (peer_max_msg != e->cfg.max_msg)
-        return fail(e, HELLO_MISMATCH, "message cap", (ull)peer_max_msg, (ull)e->cfg.max_msg);
+        return fail(e, SPEC(HELLO_MISMATCH), "message cap", (ull)peer_max_msg, (ull)e->cfg.max_msg);
     return vs_gate_setup(e);
 }
 
@@ -471,11 +412,9 @@ int vs_gate_call_gate(vs_gate *e, uint64_t layer, uint64_t gate, uint64_t seq)
     if (need(e, BIT(VS_GATE_IDLE)))
         return VS_GATE_REFUSED;
     if (layer * 2 + gate != slot_of(e, seq))
-        return fail(e, GATE_ORDER, (unsigned)layer, (unsigned)gate, (ull)seq);
-#if VS_MUTANT != 7
+        return fail(e, SPEC(GATE_ORDER), (unsigned)layer, (unsigned)gate, (ull)seq);
     if (seq != e->last_gate_seq + 1)
-        return fail(e, GATE_SEQ_ORDER, (ull)seq, (ull)e->last_gate_seq);
-#endif
+        return fail(e, SPEC(GATE_SEQ_ORDER), (ull)seq, (ull)e->last_gate_seq);
     e->seq = seq;
     e->phase = e->window_active ? VS_GATE_SEND : VS_GATE_ARM_POST;
     return VS_GATE_OK;
@@ -546,12 +485,7 @@ static int arm(vs_gate *e)
 {
     for (uint64_t q = e->seq; q < e->seq + e->cfg.window; q++)
         recv_chain(e, q);
-#if VS_MUTANT == 3
-    e->window_active = 1;                   /* arms without the barrier */
-    e->phase = VS_GATE_SEND;
-#else
     e->phase = VS_GATE_ARM_BAR_SEND;
-#endif
     return VS_GATE_OK;
 }
 
@@ -576,11 +510,7 @@ static int gate_done(vs_gate *e)
     if (e->recv_done < e->seq)
         return refuse(e, "gate %llu is not complete (recv_done %llu)", (ull)e->seq,
                       (ull)e->recv_done);
-#if VS_MUTANT == 1
-    recv_chain(e, e->seq + e->cfg.window + 1);   /* reposts one gate too far */
-#else
     recv_chain(e, e->seq + e->cfg.window);
-#endif
     e->last_gate_seq = e->seq;
     e->phase = VS_GATE_HOLD;
     return VS_GATE_OK;
@@ -598,18 +528,10 @@ static int write_header(vs_gate *e)
  * chunk's offset. */
 static int post_dummies(vs_gate *e)
 {
-#if VS_MUTANT == 5
-    uint64_t n = e->cfg.window * e->chunks - 1;  /* one dummy short */
-#else
     uint64_t n = e->cfg.window * e->chunks;
-#endif
     for (uint64_t i = 0; i < n; i++) {
         uint64_t k = i % e->chunks;
-#if VS_MUTANT == 9
-        uint64_t tag = VS_GATE_TAG_WARM;    /* wrong tag */
-#else
         uint64_t tag = VS_GATE_TAG_BULK;
-#endif
         put_send(e, tag | (i + 1), VS_GATE_BUF_STAGE, k, 0, chunk_len(e, k));
     }
     e->drain_recvs = e->drain_sends = 0;
@@ -637,12 +559,8 @@ static int drain_done(vs_gate *e)
 static int begin_window(vs_gate *e)
 {
     if (e->window_active)
-        return fail(e, BIG_UNAVAILABLE);
-#if VS_MUTANT == 12
-    e->big_win = e->big_depth;                  /* a last window as deep as the others */
-#else
+        return fail(e, SPEC(BIG_UNAVAILABLE));
     e->big_win = min_u(e->big_depth, e->big_chunks - e->big_base);
-#endif
     e->big_posted = e->big_sent = e->big_send_done = 0;
     memset(e->big_recvd, 0, sizeof e->big_recvd);
     e->big_n_recvd = 0;
@@ -655,11 +573,7 @@ static int post_staging(vs_gate *e)
 {
     uint64_t n = min_u(e->cfg.chain_max, e->big_win - e->big_posted);
     for (uint64_t i = e->big_posted; i < e->big_posted + n; i++)
-#if VS_MUTANT == 11
-        put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i + 1, 0, big_len(e, i));
-#else
         put_recv(e, VS_GATE_TAG_BULK | (i + 1), VS_GATE_BUF_STAGE, i, 0, big_len(e, i));
-#endif
     e->big_posted += n;
     if (e->big_posted == e->big_win)
         e->phase = VS_GATE_BIG_BAR_SEND;
@@ -668,11 +582,7 @@ static int post_staging(vs_gate *e)
 
 static int big_barrier(vs_gate *e)
 {
-#if VS_MUTANT == 6
-    e->barrier_tag = e->barrier_tag & 0xFFu;   /* the tag never moves on */
-#else
     e->barrier_tag = (e->barrier_tag + 1) & 0xFFu;
-#endif
     put_tcp(e, VS_GATE_TCP_BYTE, e->barrier_tag, 0, 0);
     e->phase = VS_GATE_BIG_BAR_READ;
     return VS_GATE_OK;
@@ -742,7 +652,7 @@ static void block_rows(vs_gate *e, uint64_t layer, int receive)
 static int post_layer(vs_gate *e, uint64_t layer)
 {
     if (block_wrs(e) > e->grant)
-        return fail(e, BLOCK_RECV_DEPTH, (unsigned)layer, (unsigned)block_wrs(e),
+        return fail(e, SPEC(BLOCK_RECV_DEPTH), (unsigned)layer, (unsigned)block_wrs(e),
                     (unsigned)e->grant);
     e->block_posted = layer + 1;
     block_rows(e, layer, 1);
@@ -776,8 +686,8 @@ static int block_gate(vs_gate *e)
             return VS_GATE_OK;
     }
     if (n > e->grant / 2 || n > e->cfg.sq_depth)
-        return fail(e, BLOCK_SEND_DEPTH, (unsigned)layer, (unsigned)n, (unsigned)(e->grant / 2),
-                    (unsigned)e->cfg.sq_depth);
+        return fail(e, SPEC(BLOCK_SEND_DEPTH), (unsigned)layer, (unsigned)n,
+                    (unsigned)(e->grant / 2), (unsigned)e->cfg.sq_depth);
     block_rows(e, layer, 0);
     e->send_outstanding += (int64_t)n;
     e->phase = VS_GATE_BLOCK_WAIT;
@@ -936,13 +846,13 @@ static int read_header(vs_gate *e, const vs_gate_tcp *item)
     if (item->kind != VS_GATE_TCP_HEADER) {
         char what[96];
         described(item, what, sizeof what);
-        return fail(e, BIG_HEADER_MISFRAMED, what);
+        return fail(e, SPEC(BIG_HEADER_MISFRAMED), what);
     }
     if (item->value != e->big_no)
-        return fail(e, BIG_DESYNC, VS_GATE_BIG_LAYER, VS_GATE_BIG_MAGIC, (ull)item->value,
+        return fail(e, SPEC(BIG_DESYNC), VS_GATE_BIG_LAYER, VS_GATE_BIG_MAGIC, (ull)item->value,
                     VS_GATE_BIG_LAYER, (ull)e->big_no);
     if (item->chunks != e->big_chunks)
-        return fail(e, BIG_SIZE_MISMATCH, (ull)e->big_no, (ull)e->big_chunks,
+        return fail(e, SPEC(BIG_SIZE_MISMATCH), (ull)e->big_no, (ull)e->big_chunks,
                     (ull)item->chunks);
     e->big_header_done = 1;
     e->big_depth = big_window(e, min_u(e->grant, item->depth));
@@ -955,10 +865,10 @@ static int read_block_header(vs_gate *e, const vs_gate_tcp *item)
     if (item->kind != VS_GATE_TCP_BLOCK) {
         char what[96];
         described(item, what, sizeof what);
-        return fail(e, BLOCK_HEADER_MISFRAMED, what);
+        return fail(e, SPEC(BLOCK_HEADER_MISFRAMED), what);
     }
     if (item->value != e->cfg.block_layers || item->chunks != e->cfg.block_rows)
-        return fail(e, BLOCK_HEADER_MISMATCH, (unsigned)e->cfg.block_layers,
+        return fail(e, SPEC(BLOCK_HEADER_MISMATCH), (unsigned)e->cfg.block_layers,
                     (unsigned)e->cfg.block_rows, (unsigned)item->value, (unsigned)item->chunks);
     e->phase = e->window_active ? VS_GATE_DRAIN_POST : VS_GATE_BLOCK_POST;
     return VS_GATE_OK;
@@ -981,10 +891,10 @@ static int read_batch_header(vs_gate *e, const vs_gate_tcp *item)
     } else {
         char what[96];
         described(item, what, sizeof what);
-        return fail(e, BATCH_HEADER_MISFRAMED, what);
+        return fail(e, SPEC(BATCH_HEADER_MISFRAMED), what);
     }
     if (got[0] != e->block_layer || got[1] != e->cfg.block_rows || got[2] != e->big_no)
-        return fail(e, BATCH_DESYNC, (unsigned)got[0], (unsigned)got[1], (ull)got[2],
+        return fail(e, SPEC(BATCH_DESYNC), (unsigned)got[0], (unsigned)got[1], (ull)got[2],
                     (unsigned)e->block_layer, (unsigned)e->cfg.block_rows, (ull)e->big_no);
     e->big_header_done = 1;
     e->big_depth = big_window(e, e->grant);
@@ -1010,7 +920,7 @@ int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
                                                   : (unsigned)(VS_GATE_HEADER_MAGIC & 0xFF);
     if (e->phase == VS_GATE_BLOCK_BAR_READ) {
         if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_BLOCK_BARRIER)
-            return fail(e, WINDOW_BARRIER_MISMATCH, got, VS_GATE_BLOCK_BARRIER);
+            return fail(e, SPEC(WINDOW_BARRIER_MISMATCH), got, VS_GATE_BLOCK_BARRIER);
         e->phase = VS_GATE_BLOCK_SEND;
         return VS_GATE_OK;
     }
@@ -1020,14 +930,14 @@ int vs_gate_tcp_read(vs_gate *e, const vs_gate_tcp *item)
         return read_batch_header(e, item);
     if (e->phase == VS_GATE_ARM_BAR_READ) {
         if (item->kind != VS_GATE_TCP_BYTE || item->value != VS_GATE_WINDOW_BARRIER)
-            return fail(e, WINDOW_BARRIER_MISMATCH, got, VS_GATE_WINDOW_BARRIER);
+            return fail(e, SPEC(WINDOW_BARRIER_MISMATCH), got, VS_GATE_WINDOW_BARRIER);
         e->window_active = 1;
         e->phase = VS_GATE_SEND;
         return VS_GATE_OK;
     }
     if (e->phase == VS_GATE_BIG_BAR_READ) {
         if (item->kind != VS_GATE_TCP_BYTE || item->value != e->barrier_tag)
-            return fail(e, BIG_BARRIER);
+            return fail(e, SPEC(BIG_BARRIER));
         e->phase = VS_GATE_BIG_XFER;
         return VS_GATE_OK;
     }
@@ -1041,11 +951,7 @@ int vs_gate_poll_size(vs_gate *e, uint32_t *size)
     if (need(e, REAP_PHASES))
         return VS_GATE_REFUSED;
     if (e->phase == VS_GATE_DRAIN_WAIT)
-#if VS_MUTANT == 4
-        *size = VS_GATE_DECODE_POLL;            /* the drain polls as a decode wait */
-#else
-        *size = (uint32_t)(2 * e->cfg.window + 1);
-#endif
+        *size = (uint32_t)VS_GATE_DRAIN_POLL(e->cfg.window);
     else
         *size = e->phase == VS_GATE_BIG_XFER ? VS_GATE_BIG_POLL : VS_GATE_DECODE_POLL;
     return VS_GATE_OK;
@@ -1060,11 +966,7 @@ static void send_completed(vs_gate *e, const vs_gate_completion *c)
         e->drain_sends++;
     else if (bulk && e->phase == VS_GATE_BIG_XFER)
         e->big_send_done++;
-#if VS_MUTANT == 8
-    else if (e->phase == VS_GATE_WAIT)      /* only a gate wait's sends leave the count */
-#else
     else
-#endif
         e->send_outstanding = e->send_outstanding > 1 ? e->send_outstanding - 1 : 0;
 }
 
@@ -1076,19 +978,20 @@ static int received(vs_gate *e, const vs_gate_completion *c)
     } else if ((c->wr_id & VS_GATE_TAG_BLOCK) && e->phase != VS_GATE_BIG_XFER) {
         /* a verify-block row, whichever of the decode-style waits polls it */
         if (c->byte_len == 0)
-            return fail(e, BLOCK_EMPTY);
+            return fail(e, SPEC(BLOCK_EMPTY));
         e->block_recv_done++;
     } else if (e->phase == VS_GATE_BIG_XFER) {
         /* the tag, then the 1-based index (range, duplicate), then the length */
         if (!(c->wr_id & VS_GATE_TAG_BULK))
-            return fail(e, BIG_UNTAGGED, (ull)c->wr_id);
+            return fail(e, SPEC(BIG_UNTAGGED), (ull)c->wr_id);
         uint64_t index = c->wr_id & ~VS_GATE_TAG_MASK;
         if (index == 0 || index - 1 >= e->big_win
             || (e->big_recvd[(index - 1) / 64] >> ((index - 1) % 64) & 1u))
-            return fail(e, BIG_INVALID, (ull)c->wr_id);
+            return fail(e, SPEC(BIG_INVALID), (ull)c->wr_id);
         uint64_t idx = index - 1;
         if (c->byte_len != big_len(e, idx))
-            return fail(e, BIG_LENGTH, (ull)idx, (unsigned)c->byte_len, (unsigned)big_len(e, idx));
+            return fail(e, SPEC(BIG_LENGTH), (ull)idx, (unsigned)c->byte_len,
+                        (unsigned)big_len(e, idx));
         e->big_recvd[idx / 64] |= UINT64_C(1) << (idx % 64);
         e->big_n_recvd++;
     } else if (c->wr_id > e->recv_done) {
@@ -1100,12 +1003,12 @@ static int received(vs_gate *e, const vs_gate_completion *c)
 static int completion_error(vs_gate *e, const vs_gate_completion *c)
 {
     char status[32];
-    snprintf(status, sizeof status, WC_STATUS, (int)c->status);
+    snprintf(status, sizeof status, SPEC(WC_STATUS), (int)c->status);
     if (e->phase == VS_GATE_DRAIN_WAIT)
-        return fail(e, DRAIN_COMPLETION, status);
+        return fail(e, SPEC(DRAIN_COMPLETION), status);
     if (e->phase == VS_GATE_BIG_XFER)
-        return fail(e, BIG_COMPLETION, status);
-    return fail(e, GATE_COMPLETION, status, (ull)c->wr_id);
+        return fail(e, SPEC(BIG_COMPLETION), status);
+    return fail(e, SPEC(GATE_COMPLETION), status, (ull)c->wr_id);
 }
 
 /* Accounts for what one poll returned, in order; an error status ends the wait. */
@@ -1118,13 +1021,8 @@ int vs_gate_completions(vs_gate *e, const vs_gate_completion *polled, size_t n)
         const vs_gate_completion *c = &polled[i];
         if (c->status != VS_GATE_WC_SUCCESS)
             return completion_error(e, c);
-#if VS_MUTANT == 10
-        if ((c->wr_id & VS_GATE_TAG_WARM) && c->opcode == VS_GATE_OP_SEND)
-            continue;           /* a warm-up receive taken as one of ours */
-#else
         if (c->wr_id & VS_GATE_TAG_WARM)
             continue;           /* a warm-up leftover from setup, not one of ours */
-#endif
         if (c->opcode == VS_GATE_OP_SEND)
             send_completed(e, c);
         else
@@ -1142,25 +1040,28 @@ int vs_gate_timeout(vs_gate *e)
         return VS_GATE_REFUSED;
     switch (e->phase) {
     case VS_GATE_BLOCK_WAIT:
-        return fail(e, BLOCK_TIMEOUT, (unsigned)e->block_layer, (ull)e->block_recv_done,
+        return fail(e, SPEC(BLOCK_TIMEOUT), (unsigned)e->block_layer, (ull)e->block_recv_done,
                     (ull)((e->block_layer + 1) * e->cfg.block_rows));
     case VS_GATE_BLOCK_END:
-        return fail(e, BLOCK_END_TIMEOUT, (ull)e->block_recv_done,
+        return fail(e, SPEC(BLOCK_END_TIMEOUT), (ull)e->block_recv_done,
                     (ull)(e->cfg.block_layers * e->cfg.block_rows), (unsigned)e->send_outstanding);
-    case VS_GATE_BLOCK_HDR_READ: return fail(e, BLOCK_HEADER_FAILED, READ_TIMEOUT_ERRNO);
-    case VS_GATE_BATCH_HDR_READ: return fail(e, BATCH_HEADER_FAILED, READ_TIMEOUT_ERRNO);
-    case VS_GATE_BLOCK_BAR_READ: return fail(e, WINDOW_BARRIER_TIMEOUT);
-    case VS_GATE_WAIT: return fail(e, GATE_TIMEOUT, (ull)e->seq, (ull)e->recv_done);
+    case VS_GATE_BLOCK_HDR_READ:
+        return fail(e, SPEC(BLOCK_HEADER_FAILED), SPEC(READ_TIMEOUT_ERRNO));
+    case VS_GATE_BATCH_HDR_READ:
+        return fail(e, SPEC(BATCH_HEADER_FAILED), SPEC(READ_TIMEOUT_ERRNO));
+    case VS_GATE_BLOCK_BAR_READ: return fail(e, SPEC(WINDOW_BARRIER_TIMEOUT));
+    case VS_GATE_WAIT: return fail(e, SPEC(GATE_TIMEOUT), (ull)e->seq, (ull)e->recv_done);
     case VS_GATE_DRAIN_WAIT:
-        return fail(e, DRAIN_TIMEOUT, (unsigned)e->drain_recvs,
+        return fail(e, SPEC(DRAIN_TIMEOUT), (unsigned)e->drain_recvs,
                     (unsigned)(e->cfg.window * e->chunks));
-    case VS_GATE_ARM_BAR_READ: return fail(e, WINDOW_BARRIER_TIMEOUT);
+    case VS_GATE_ARM_BAR_READ: return fail(e, SPEC(WINDOW_BARRIER_TIMEOUT));
     case VS_GATE_BIG_HDR_READ:
-        return fail(e, BIG_HEADER_FAILED, VS_GATE_BIG_LAYER, (ull)e->big_no, READ_TIMEOUT_ERRNO);
-    case VS_GATE_BIG_BAR_READ: return fail(e, BIG_BARRIER);
+        return fail(e, SPEC(BIG_HEADER_FAILED), VS_GATE_BIG_LAYER, (ull)e->big_no,
+                    SPEC(READ_TIMEOUT_ERRNO));
+    case VS_GATE_BIG_BAR_READ: return fail(e, SPEC(BIG_BARRIER));
     default: break;
     }
-    return fail(e, BIG_TIMEOUT, (unsigned)e->big_n_recvd, (unsigned)e->big_win,
+    return fail(e, SPEC(BIG_TIMEOUT), (unsigned)e->big_n_recvd, (unsigned)e->big_win,
                 (unsigned)e->big_send_done, (unsigned)e->big_win, (unsigned)e->big_sent);
 }
 
@@ -1169,21 +1070,22 @@ int vs_gate_peer_closed(vs_gate *e)
 {
     begin(e);
     switch (e->phase) {
-    case VS_GATE_WAIT: return fail(e, GATE_PEER);
-    case VS_GATE_DRAIN_WAIT: return fail(e, DRAIN_PEER);
-    case VS_GATE_BIG_XFER: return fail(e, BIG_PEER);
-    case VS_GATE_ARM_BAR_READ: return fail(e, WINDOW_BARRIER_CLOSED);
-    case VS_GATE_BIG_BAR_READ: return fail(e, BIG_BARRIER);
-    case VS_GATE_BLOCK_WAIT: return fail(e, BLOCK_PEER);
-    case VS_GATE_BLOCK_BAR_READ: return fail(e, WINDOW_BARRIER_CLOSED);
-    case VS_GATE_BLOCK_HDR_READ: return fail(e, BLOCK_HEADER_FAILED, PEER_CLOSED_ERRNO);
-    case VS_GATE_BATCH_HDR_READ: return fail(e, BATCH_HEADER_FAILED, PEER_CLOSED_ERRNO);
+    case VS_GATE_WAIT: return fail(e, SPEC(GATE_PEER));
+    case VS_GATE_DRAIN_WAIT: return fail(e, SPEC(DRAIN_PEER));
+    case VS_GATE_BIG_XFER: return fail(e, SPEC(BIG_PEER));
+    case VS_GATE_ARM_BAR_READ: return fail(e, SPEC(WINDOW_BARRIER_CLOSED));
+    case VS_GATE_BIG_BAR_READ: return fail(e, SPEC(BIG_BARRIER));
+    case VS_GATE_BLOCK_WAIT: return fail(e, SPEC(BLOCK_PEER));
+    case VS_GATE_BLOCK_BAR_READ: return fail(e, SPEC(WINDOW_BARRIER_CLOSED));
+    case VS_GATE_BLOCK_HDR_READ: return fail(e, SPEC(BLOCK_HEADER_FAILED), SPEC(PEER_CLOSED_ERRNO));
+    case VS_GATE_BATCH_HDR_READ: return fail(e, SPEC(BATCH_HEADER_FAILED), SPEC(PEER_CLOSED_ERRNO));
     default: break;
     }
     /* ds4_tp_batch_block_end never checks the peer: no close is seen in BLOCK_END */
     if (need(e, BIT(VS_GATE_BIG_HDR_READ)))
         return VS_GATE_REFUSED;
-    return fail(e, BIG_HEADER_FAILED, VS_GATE_BIG_LAYER, (ull)e->big_no, PEER_CLOSED_ERRNO);
+    return fail(e, SPEC(BIG_HEADER_FAILED), VS_GATE_BIG_LAYER, (ull)e->big_no,
+                SPEC(PEER_CLOSED_ERRNO));
 }
 
 /* ds4's text for a post refused once posted work requests of the step b was to take were
@@ -1193,25 +1095,26 @@ static int post_failure(vs_gate *e, const before_post *b, uint64_t posted)
     const vs_gate_config *c = &e->cfg;
     switch (b->phase) {
     case VS_GATE_ARM_POST:      /* a chain per gate: the gates before the refused one stay */
-        return fail(e, POST_RECV, (ull)(b->seq + posted / e->chunks), POST_ERRNO);
-    case VS_GATE_SEND: return fail(e, POST_SEND, POST_ERRNO);
-    case VS_GATE_WAIT: return fail(e, POST_RECV, (ull)(b->seq + c->window), POST_ERRNO);
-    case VS_GATE_DRAIN_POST: return fail(e, DRAIN_POST_FAILED, POST_ERRNO);
+        return fail(e, SPEC(POST_RECV), (ull)(b->seq + posted / e->chunks), SPEC(POST_ERRNO));
+    case VS_GATE_SEND: return fail(e, SPEC(POST_SEND), SPEC(POST_ERRNO));
+    case VS_GATE_WAIT: return fail(e, SPEC(POST_RECV), (ull)(b->seq + c->window), SPEC(POST_ERRNO));
+    case VS_GATE_DRAIN_POST: return fail(e, SPEC(DRAIN_POST_FAILED), SPEC(POST_ERRNO));
     case VS_GATE_BIG_POST:
-        return fail(e, BIG_POST_RECV, (unsigned)b->big_posted, (unsigned)b->big_win, POST_ERRNO);
+        return fail(e, SPEC(BIG_POST_RECV), (unsigned)b->big_posted, (unsigned)b->big_win,
+                    SPEC(POST_ERRNO));
     case VS_GATE_BIG_XFER:
-        return fail(e, BIG_POST_SEND,
+        return fail(e, SPEC(BIG_POST_SEND),
                     /* a post reaps nothing: big_send_done is as it was before it */
                     (unsigned)send_room(e, b->big_win, b->big_sent, e->big_send_done),
-                    POST_ERRNO);
-    case VS_GATE_BLOCK_POST: return fail(e, BLOCK_POST_RECV, 0u, POST_ERRNO);
+                    SPEC(POST_ERRNO));
+    case VS_GATE_BLOCK_POST: return fail(e, SPEC(BLOCK_POST_RECV), 0u, SPEC(POST_ERRNO));
     default: break;
     }
     /* a verify-block gate: the next layer's receives, then this layer's sends */
     uint64_t ahead = b->block_layer + 1 < c->block_layers ? block_wrs(e) : 0;
     if (posted < ahead)
-        return fail(e, BLOCK_POST_RECV, (unsigned)(b->block_layer + 1), POST_ERRNO);
-    return fail(e, BLOCK_POST_SEND, (unsigned)b->block_layer, POST_ERRNO);
+        return fail(e, SPEC(BLOCK_POST_RECV), (unsigned)(b->block_layer + 1), SPEC(POST_ERRNO));
+    return fail(e, SPEC(BLOCK_POST_SEND), (unsigned)b->block_layer, SPEC(POST_ERRNO));
 }
 
 /* The driver's post of what the last step emitted was refused once posted of its work
@@ -1244,13 +1147,13 @@ int vs_gate_poll_failed(vs_gate *e)
     if (need(e, REAP_PHASES))
         return VS_GATE_REFUSED;
     if (e->phase == VS_GATE_DRAIN_WAIT)
-        return fail(e, DRAIN_POLL);
+        return fail(e, SPEC(DRAIN_POLL));
     if (e->phase == VS_GATE_BIG_XFER) {
         uint64_t last = e->big_chunks - 1;
-        return fail(e, BIG_POLL, (ull)(e->big_base * e->cfg.max_msg),
-                    (ull)(last * e->cfg.max_msg + big_len_of(e, last)), POLL_ERRNO);
+        return fail(e, SPEC(BIG_POLL), (ull)(e->big_base * e->cfg.max_msg),
+                    (ull)(last * e->cfg.max_msg + big_len_of(e, last)), SPEC(POLL_ERRNO));
     }
-    return fail(e, CQ_POLL);
+    return fail(e, SPEC(CQ_POLL));
 }
 
 /* The process died: nothing more comes from this rank. */
@@ -1258,7 +1161,7 @@ int vs_gate_crash(vs_gate *e)
 {
     begin(e);
     e->phase = VS_GATE_CRASHED;
-    snprintf(e->error, sizeof e->error, "%s", CRASHED_TEXT);
+    snprintf(e->error, sizeof e->error, "%s", SPEC(CRASHED_ERROR));
     return VS_GATE_OK;
 }
 

@@ -1,8 +1,8 @@
 /* The tag-matching engine in C: the endpoints of one tag-matching job (its senders and the
  * receiver, with the receiver's NIC when tag matching is offloaded), sans I/O.
  *
- * The same machine as refimpl/engines/tagmatch_engine.py's TagMatchEngine: each call is one protocol
- * step. It returns VS_TAG_OK, or VS_TAG_REFUSED with the engine unchanged and the reason
+ * The same machine as refimpl/engines/tagmatch_engine.py's TagMatchEngine: each call is one
+ * protocol step. It returns VS_TAG_OK, or VS_TAG_REFUSED with the engine unchanged and the reason
  * readable by vs_tag_error (the reference engine's EngineError text), or VS_TAG_NOMEM with the
  * engine unchanged. What the step emitted is in vs_tag_emitted(engine), valid until the next
  * call; vs_tag_get_view fills the abstract state the conformance harness compares.
@@ -15,32 +15,40 @@
  * it has grown, no call allocates, and vs_tag_reset keeps it.
  *
  * One engine holds no global state: engines on different threads are independent. */
-#ifndef VS_TAG_ENGINE_H
-#define VS_TAG_ENGINE_H
+#ifndef VS_TAGMATCH_ENGINE_H
+#define VS_TAGMATCH_ENGINE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../generated/spec_constants.h"
+
 enum { VS_TAG_OK = 0, VS_TAG_REFUSED = 1, VS_TAG_NOMEM = 2 };
 
+/* The spec's values (native/generated/spec_constants.h), by the names of this ABI. */
 /* A wildcard source or tag in a receive or probe (MPI_ANY_SOURCE, MPI_ANY_TAG). */
-enum { VS_TAG_ANY = -1 };
+enum { VS_TAG_ANY = VS_SPEC_TAGMATCH_ANY };
 
 /* Receive status (a status >= 0 is the matched message id) and completion codes. */
-enum { VS_TAG_PENDING = -1, VS_TAG_CANCELLED = -2 };
-enum { VS_TAG_DONE_OK = 1, VS_TAG_TRUNCATED = 2 };
+enum { VS_TAG_PENDING = VS_SPEC_TAGMATCH_PENDING, VS_TAG_CANCELLED = VS_SPEC_TAGMATCH_CANCELLED };
+enum { VS_TAG_DONE_OK = VS_SPEC_TAGMATCH_DONE_OK, VS_TAG_TRUNCATED = VS_SPEC_TAGMATCH_TRUNCATED };
 
-/* Message kinds, and the rendezvous stage of a message (the spec's numbering: FIN_EARLY is
- * the stage of its fin-before-read variant, which no step of this engine enters). */
+/* Message kinds (named by VS_SPEC_TAGMATCH_KIND_NAMES), and the rendezvous stage of a message
+ * (FIN_EARLY is the stage of the spec's fin-before-read variant, which no step of this engine
+ * enters). */
 enum { VS_TAG_EAGER = 0, VS_TAG_RNDV = 1 };
 enum {
-    VS_TAG_IDLE = 0, VS_TAG_NEED_READ = 1, VS_TAG_READING = 2, VS_TAG_READ_DONE = 3,
-    VS_TAG_FIN_SENT = 4, VS_TAG_FIN_EARLY = 5
+    VS_TAG_IDLE = VS_SPEC_TAGMATCH_STAGE_IDLE, VS_TAG_NEED_READ = VS_SPEC_TAGMATCH_STAGE_NEED_READ,
+    VS_TAG_READING = VS_SPEC_TAGMATCH_STAGE_READING,
+    VS_TAG_READ_DONE = VS_SPEC_TAGMATCH_STAGE_READ_DONE,
+    VS_TAG_FIN_SENT = VS_SPEC_TAGMATCH_STAGE_FIN_SENT,
+    VS_TAG_FIN_EARLY = VS_SPEC_TAGMATCH_STAGE_FIN_EARLY
 };
 
-/* Offload: where a pending receive lives; the ops software sends the NIC; the NIC's
- * completions. */
-enum { VS_TAG_SW = 0, VS_TAG_HW = 1, VS_TAG_HW_CANCEL = 2 };
+/* Offload: where a pending receive lives; the ops software sends the NIC and the NIC's
+ * completions (named by VS_SPEC_TAGMATCH_OP_NAMES and _CQE_NAMES). */
+enum { VS_TAG_SW = VS_SPEC_TAGMATCH_SW, VS_TAG_HW = VS_SPEC_TAGMATCH_HW,
+       VS_TAG_HW_CANCEL = VS_SPEC_TAGMATCH_HW_CANCEL };
 enum { VS_TAG_OP_ADD = 0, VS_TAG_OP_REMOVE = 1, VS_TAG_OP_SYNC = 2 };
 enum { VS_TAG_CQE_MATCH = 0, VS_TAG_CQE_UNEXPECTED = 1, VS_TAG_CQE_REMOVED = 2 };
 

@@ -1,4 +1,4 @@
-/* The tag-matching engine in C (tag_engine.h): refimpl/engines/tagmatch_engine.py's machine, call for
+/* The tag-matching engine in C (tagmatch_engine.h): refimpl/engines/tagmatch_engine.py's machine, call for
  * call.
  *
  * Data layout. Messages (by mid, a fixed number) and receives (by rid, growing by doubling)
@@ -24,7 +24,7 @@
  * and is then a direct index; otherwise buckets are found by the key's low bits offset by a
  * multiplicative hash of the rest. Nothing on the matching path allocates; receives outgrow
  * their array only when more are posted than ever before, before any state changes. */
-#include "tag_engine.h"
+#include "tagmatch_engine.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -38,11 +38,6 @@
  * instructions than the scalar stores it replaces. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-tree-slp-vectorize")
-#endif
-
-/* VS_MUTANT N compiles in a single deliberate fault (tests/bindings/test_native_tag.py's mutants). */
-#ifndef VS_MUTANT
-#define VS_MUTANT 0
 #endif
 
 /* The most buckets a table has: the bound on the tables' memory. Tests build the engine with
@@ -177,6 +172,10 @@ struct vs_tag {
 };
 
 /* ------------------------------------------------------------------ errors and output */
+#if defined(__GNUC__)
+COLD int refuse(vs_tag *e, int arg, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#endif
+
 COLD int refuse(vs_tag *e, int arg, const char *fmt, ...)
 {
     va_list ap;
@@ -209,7 +208,8 @@ HOT void begin(vs_tag *e)
 static void packet_text(char *buf, size_t n, int64_t mid, int64_t comm, int64_t src,
                         int64_t tag, int64_t nbytes, int64_t kind)
 {
-    const char *k = kind == VS_TAG_EAGER ? "eager" : kind == VS_TAG_RNDV ? "rndv" : "?";
+    static const char KINDS[][8] = VS_SPEC_TAGMATCH_KIND_NAMES;
+    const char *k = kind == VS_TAG_EAGER || kind == VS_TAG_RNDV ? KINDS[kind] : "?";
     snprintf(buf, n, "Packet(mid=%" PRId64 ", comm=%" PRId64 ", src=%" PRId64 ", tag=%" PRId64
              ", nbytes=%" PRId64 ", kind='%s')", mid, comm, src, tag, nbytes, k);
 }
@@ -519,13 +519,7 @@ HOT int32_t posted_first(const vs_tag *e, int k, int32_t comm, int32_t src, int3
 /* Whether candidate h (>= 0) of a later kind is taken over best. */
 HOT bool earlier(int32_t h, int32_t best)
 {
-#if VS_MUTANT == 1
-    /* mutant: a wildcard queue loses to the exact one whatever the order */
-    (void)h;
-    return best < 0;
-#else
     return best < 0 || h < best;
-#endif
 }
 
 /* The earliest pending receive a message (comm, src, tag) matches, or -1, and its bucket in
@@ -639,32 +633,10 @@ HOT const vs_list *unexpected_bucket(vs_tag *e, int k, int32_t comm, int32_t src
     return bucket_of(e, &e->unx[k], k, comm, src, tag);
 }
 
-#if VS_MUTANT == 2 || VS_MUTANT == 8
-/* mutants 2 and 8: the latest arrived message a receive (comm, src, tag) selects, or -1 */
-static int32_t unexpected_newest(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
-{
-    if (e->nunexpected == 0)
-        return -1;
-    int set;
-    const vs_list *b = unexpected_bucket(e, k, comm, src, tag, &set);
-    for (int32_t at = b->tail; at >= 0; at = e->mlink[at].link[set].prev) {
-        const vs_msg *m = &e->msg[at];
-        if (m->comm == comm && ((k & K_ANY_SRC) || m->src == src)
-            && ((k & K_ANY_TAG) || m->tag == tag))
-            return at;
-    }
-    return -1;
-}
-#endif
-
 /* The earliest arrived message a receive (comm, src, tag) selects, or -1: the first that it
  * selects in the bucket its envelope names. */
 HOT int32_t unexpected_find(vs_tag *e, int k, int32_t comm, int32_t src, int32_t tag)
 {
-#if VS_MUTANT == 2
-    /* mutant: the newest unexpected message first */
-    return unexpected_newest(e, k, comm, src, tag);
-#endif
     if (e->nunexpected == 0)
         return -1;
     int set;
@@ -1036,12 +1008,7 @@ HOT void emit_released(vs_tag *e, int32_t mid)
 
 HOT int32_t code_of(const vs_tag *e, int32_t rid, int32_t mid)
 {
-#if VS_MUTANT == 4
-    /* mutant: a message one byte longer than the buffer is not flagged truncated */
-    return e->msg[mid].nbytes > e->recv[rid].nbytes + 1 ? VS_TAG_TRUNCATED : VS_TAG_DONE_OK;
-#else
     return e->msg[mid].nbytes > e->recv[rid].nbytes ? VS_TAG_TRUNCATED : VS_TAG_DONE_OK;
-#endif
 }
 
 /* A match (rid, mid), after undoing a revoked one (revoked_rid >= 0): an eager message
@@ -1170,12 +1137,7 @@ int vs_tag_send(vs_tag *e, int64_t sender, int64_t comm, int64_t tag, int64_t nb
     m->src = (int32_t)sender;
     m->tag = (int32_t)tag;
     m->nbytes = (int32_t)nbytes;
-#if VS_MUTANT == 5
-    /* mutant: a message of exactly eager_limit bytes goes by rendezvous */
-    m->kind = nbytes < e->cfg.eager_limit ? VS_TAG_EAGER : VS_TAG_RNDV;
-#else
     m->kind = nbytes <= e->cfg.eager_limit ? VS_TAG_EAGER : VS_TAG_RNDV;
-#endif
     e->out.kinds |= VS_TAG_OUT_SENDS;
     e->out.nsends = 1;
     e->out.sends[0] = (vs_tag_packet){mid, (int32_t)comm, (int32_t)sender, (int32_t)tag,
@@ -1192,10 +1154,7 @@ int vs_tag_fin(vs_tag *e, int64_t mid)
     if (!e->msg[mid].fin_out)
         return refuse(e, 0, "no FIN for message %" PRId64 " is on its way", mid);
     e->msg[mid].fin_out = false;
-#if VS_MUTANT != 7
-    /* (mutant 7: the FIN's release is announced but not kept) */
     e->msg[mid].released = true;
-#endif
     emit_released(e, (int32_t)mid);
     return VS_TAG_OK;
 }
@@ -1212,7 +1171,7 @@ COLD int delivered_refused(vs_tag *e, int64_t mid, int64_t comm, int64_t src, in
     if (comm != m->comm || src != m->src || tag != m->tag || nbytes != m->nbytes
         || kind != m->kind)
         return refuse_packet(e, mid, comm, src, tag, nbytes, kind);
-    return refuse(e, 0, "message %" PRId64 " already arrived (each message arrives once)", mid);
+    return refuse(e, 0, VS_SPEC_TAGMATCH_ALREADY_ARRIVED, (int)mid);   /* mid < messages */
 }
 
 /* A message arrives: its eager payload's ACK completes the send. */
@@ -1235,12 +1194,7 @@ APART int delivered_offload(vs_tag *e, int32_t mid)
     arrive(e, mid);
     const vs_msg *m = &e->msg[mid];
     int64_t seq = e->arrivals++;
-#if VS_MUTANT == 6
-    /* mutant: the NIC matches while software's count is behind */
-    bool held = false;
-#else
     bool held = e->synced != e->reported;
-#endif
     if (!held) {
         int32_t h = bucket_of(e, &e->nic, K_EXACT, m->comm, m->src, m->tag)->head;
         while (h >= 0) {
@@ -1440,7 +1394,7 @@ int vs_tag_cancel(vs_tag *e, int64_t rid)
         return VS_TAG_OK;
     int32_t loc = e->offload ? r->where : VS_TAG_SW;
     if (loc == VS_TAG_HW_CANCEL)
-        return refuse(e, 0, "receive %" PRId64 " is already being cancelled", rid);
+        return refuse(e, 0, VS_SPEC_TAGMATCH_ALREADY_CANCELLING, (int)rid);   /* a posted rid */
     if (loc == VS_TAG_HW) {
         /* the NIC holds it: ask for it back; the answer comes as a completion */
         if (reserve_op(e))
@@ -1469,14 +1423,8 @@ int vs_tag_probe(vs_tag *e, int64_t comm, int64_t src, int64_t tag)
         return refuse(e, -1, "probe with NIC completions unhandled: progress them first");
     e->out.kinds |= VS_TAG_OUT_PROBE;
     e->out.nprobe = 1;
-#if VS_MUTANT == 8
-    /* mutant: a probe answers with the newest message it selects */
-    e->out.probe = unexpected_newest(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
-                                     (int32_t)tag);
-#else
     e->out.probe = unexpected_find(e, kind_of(src, tag), (int32_t)comm, (int32_t)src,
                                    (int32_t)tag);
-#endif
     return VS_TAG_OK;
 }
 
@@ -1556,10 +1504,6 @@ int vs_tag_hw_op(vs_tag *e)
     vs_tag_op o = *op;
     e->ops_head = (e->ops_head + 1) % e->ops_cap;
     e->nops--;
-#if VS_MUTANT == 10
-    /* mutant: only a sync op brings the NIC software's count */
-    if (o.kind == VS_TAG_OP_SYNC)
-#endif
     e->synced = o.count;
     if (o.kind == VS_TAG_OP_ADD) {
         const vs_recv *r = &e->recv[o.rid];
@@ -1612,17 +1556,6 @@ int vs_tag_sw_complete(vs_tag *e)
     if (c.kind == VS_TAG_CQE_MATCH) {
         vs_recv *r = &e->recv[c.rid];
         if (r->pending) {
-#if VS_MUTANT == 9
-            /* mutant: a receive being cancelled that the NIC matched reads as cancelled */
-            if (r->where == VS_TAG_HW_CANCEL) {
-                unpost(e, c.rid);
-                e->recv[c.rid].status = VS_TAG_CANCELLED;
-                e->out.kinds |= VS_TAG_OUT_CANCELLED;
-                e->out.ncancelled = 1;
-                e->out.cancelled[0] = c.rid;
-                return VS_TAG_OK;
-            }
-#endif
             unpost(e, c.rid);
             matched(e, c.rid, c.mid, -1, -1);
             return VS_TAG_OK;
@@ -1650,10 +1583,7 @@ int vs_tag_sw_complete(vs_tag *e)
         if (loc == VS_TAG_HW) {
             /* claim it: the NIC is held, so this remove cannot lose to a NIC match */
             claim_set(e, rid, c.mid, c.seq, false);
-#if VS_MUTANT != 3
-            /* (mutant 3: the claim is never sent to the NIC) */
             push_op(e, VS_TAG_OP_REMOVE, e->sw_count, rid);
-#endif
         } else if (loc == VS_TAG_HW_CANCEL) {
             claim_set(e, rid, c.mid, c.seq, true);
         }

@@ -1,0 +1,1 @@
+"""The gate engine's folder: its C source and header, and its cffi builder (README.md)."""

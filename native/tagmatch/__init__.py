@@ -1,0 +1,2 @@
+"""The tag-matching engine's folder: its C source and header, and its cffi builder
+(README.md)."""
