@@ -147,13 +147,13 @@
 }
 #define VS_SPEC_GATE_N_PHASES 29
 /* the registered regions a work request addresses, in vs_gate_buf order; laid out a vector per
- * slot: in, out, blk, bout (spec/gate/steps.py VECTOR_BUFFERS), the others a chunk per slot */
+ * slot: in, out, blk, bout (spec/gate/constants.py VECTOR_BUFFERS), the others a chunk per slot */
 #define VS_SPEC_GATE_BUF_NAMES { \
     "in", "out", "stage", "blk", "bout", \
 }
 #define VS_SPEC_GATE_N_BUFS 5
 
-/* -------- the gate: poll sizes (spec/gate/steps.py), ibv_wc entries per poll */
+/* -------- the gate: poll sizes (spec/gate/constants.py), ibv_wc entries per poll */
 /* a decode gate's wait and a verify block's */
 #define VS_SPEC_GATE_POLL_BATCH 16u
 /* a big-gate window's */

@@ -19,7 +19,7 @@ from verbspec.proofs.gate.vocabulary import (
     Params,
     State,
 )
-from verbspec.spec.gate.steps import BIG_POLL_BATCH, POLL_BATCH
+from verbspec.spec.gate.constants import BIG_POLL_BATCH, POLL_BATCH
 
 
 def var(name: str, width: int) -> z3.ExprRef:

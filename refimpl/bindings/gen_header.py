@@ -12,7 +12,7 @@ What it holds, each macro prefixed ``VS_SPEC_``:
   errno texts ds4 prints; the error a crashed rank reads (as the spec's crash step writes it);
 - the gate's names in the order of the C engine's enums (the adapter's order,
   ``refimpl/bindings/native_gate.py``): the phases and the registered regions;
-- the gate's poll sizes (``spec/gate/steps.py``): a decode or verify-block wait's, a big-gate
+- the gate's poll sizes (``spec/gate/constants.py``): a decode or verify-block wait's, a big-gate
   window's, and the drain's as a function of the window;
 - the gate's wire constants (``spec/gate/wire.py``, ``spec/gate/state.py``) and the status of a
   successful completion (``spec/fabric.py``);
@@ -40,7 +40,7 @@ from verbspec import native
 from verbspec.refimpl.bindings import native_gate, native_tagmatch
 from verbspec.spec import fabric
 from verbspec.spec.actions import name_of
-from verbspec.spec.gate import errors, state, steps, wire
+from verbspec.spec.gate import constants, errors, state, steps, wire
 from verbspec.spec.gate import params as gate_params
 from verbspec.spec.gate import system as gate_system
 from verbspec.spec.params import ParamSpec, check_values
@@ -227,16 +227,16 @@ def _gate_lines() -> list[str]:
     out += _initializer("VS_SPEC_GATE_PHASE_NAMES", native_gate.PHASES,
                         "the phases (spec/gate/state.py), in vs_gate_phase order")
     out += _render_define(Define("VS_SPEC_GATE_N_PHASES", str(len(native_gate.PHASES))))
-    vector = sorted(steps.VECTOR_BUFFERS, key=native_gate.BUFS.index)
+    vector = sorted(constants.VECTOR_BUFFERS, key=native_gate.BUFS.index)
     out += _initializer("VS_SPEC_GATE_BUF_NAMES", native_gate.BUFS,
                         "the registered regions a work request addresses, in vs_gate_buf "
                         f"order; laid out a vector per slot: {', '.join(vector)} "
-                        "(spec/gate/steps.py VECTOR_BUFFERS), the others a chunk per slot")
+                        "(spec/gate/constants.py VECTOR_BUFFERS), the others a chunk per slot")
     out += _render_define(Define("VS_SPEC_GATE_N_BUFS", str(len(native_gate.BUFS))))
-    out += _section("the gate: poll sizes (spec/gate/steps.py), ibv_wc entries per poll")
-    for d in (Define("VS_SPEC_GATE_POLL_BATCH", c_unsigned(steps.POLL_BATCH),
+    out += _section("the gate: poll sizes (spec/gate/constants.py), ibv_wc entries per poll")
+    for d in (Define("VS_SPEC_GATE_POLL_BATCH", c_unsigned(constants.POLL_BATCH),
                      "a decode gate's wait and a verify block's"),
-              Define("VS_SPEC_GATE_BIG_POLL_BATCH", c_unsigned(steps.BIG_POLL_BATCH),
+              Define("VS_SPEC_GATE_BIG_POLL_BATCH", c_unsigned(constants.BIG_POLL_BATCH),
                      "a big-gate window's"),
               _drain_poll()):
         out += _render_define(d)

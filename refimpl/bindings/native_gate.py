@@ -29,6 +29,7 @@ from verbspec.refimpl.engines.gate_engine import (
     EngineView,
     WorkRequest,
 )
+from verbspec.spec.gate.constants import BUFFERS
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
     ARM_BAR_READ,
@@ -70,7 +71,7 @@ PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DR
           BIG_BAR_READ, BIG_XFER, BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST, BLOCK_BAR_SEND,
           BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT, BLOCK_END, BATCH_HDR_SEND, BATCH_HDR_READ,
           FAILED, CRASHED)
-BUFS = ("in", "out", "stage", "blk", "bout")
+BUFS = BUFFERS
 STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
 BYTE, HEADER, BLOCK, BATCH = "byte", "header", "block", "batch"     # TcpItem kinds
 CONFIG_FIELDS = ("vec_bytes", "max_msg", "window", "gates_per_token", "n_slots", "slot_start",

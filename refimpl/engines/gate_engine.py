@@ -24,6 +24,7 @@ from typing import Any
 
 from verbspec.refimpl.engines.common import EngineError
 from verbspec.spec.gate import errors
+from verbspec.spec.gate.constants import BIG_POLL_BATCH, POLL_BATCH, VECTOR_BUFFERS
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
     ARM_BAR_READ,
@@ -64,10 +65,6 @@ from verbspec.spec.gate.state import (
 from verbspec.spec.gate.wire import TAG_BLOCK, TAG_BULK, TAG_MASK, TAG_WARM, Hello, TcpItem
 
 WC_SUCCESS = 0          # ibv_wc_status IBV_WC_SUCCESS
-DECODE_POLL = 16        # ibv_wc entries per poll: a decode gate's wait and a verify block's
-BIG_POLL = 64           # ... a big-gate window's
-# regions addressed in vector strides (decode slots, verify-block rows); the rest in chunks
-VECTOR_REGIONS = ("in", "out", "blk", "bout")
 
 
 # what a driver does next (GateEngine.next_step)
@@ -248,7 +245,7 @@ class GateEngine:
 
     def _wr(self, wr_id: int, buf: str, slot: int, offset: int, length: int) -> WorkRequest:
         """A signaled work request (the protocol signals every one)."""
-        stride = self.cfg.vec_bytes if buf in VECTOR_REGIONS else self.cfg.max_msg
+        stride = self.cfg.vec_bytes if buf in VECTOR_BUFFERS else self.cfg.max_msg
         return WorkRequest(wr_id, buf, slot * stride + offset, length)
 
     def _gate_chain(self, buf: str, seq: int, last_only_tagged: bool) -> tuple[WorkRequest, ...]:
@@ -625,7 +622,7 @@ class GateEngine:
         self._need(*CQ_WAITS)
         if self.phase == DRAIN_WAIT:
             return 2 * self.cfg.window + 1
-        return BIG_POLL if self.phase == BIG_XFER else DECODE_POLL
+        return BIG_POLL_BATCH if self.phase == BIG_XFER else POLL_BATCH
 
     def completions(self, polled: tuple[Completion, ...]) -> Emitted:
         """Account for what one poll returned, in order; an error status ends the wait."""

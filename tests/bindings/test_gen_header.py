@@ -15,7 +15,7 @@ from conftest import native_module, require
 
 from verbspec import native
 from verbspec.refimpl.bindings import gen_header, native_gate, native_tagmatch
-from verbspec.spec.gate import errors, steps
+from verbspec.spec.gate import constants, errors
 from verbspec.spec.gate import params as gate_params
 from verbspec.spec.tagmatch import system as tag_system
 
@@ -70,8 +70,8 @@ def test_compiled_the_macros_are_the_specs_values(tmp_path):
     params += [(f"VS_SPEC_TAGMATCH_{p.name.upper()}_{k}", v) for p in tag_system.PARAMS
                if p.type is int for k, v in (("DEFAULT", p.default), ("MIN", p.lo),
                                              ("MAX", p.hi)) if v is not None]
-    params += [("VS_SPEC_GATE_POLL_BATCH", steps.POLL_BATCH),
-               ("VS_SPEC_GATE_BIG_POLL_BATCH", steps.BIG_POLL_BATCH),
+    params += [("VS_SPEC_GATE_POLL_BATCH", constants.POLL_BATCH),
+               ("VS_SPEC_GATE_BIG_POLL_BATCH", constants.BIG_POLL_BATCH),
                ("VS_SPEC_GATE_DRAIN_POLL_BATCH(16)", 33)]
     names = [("VS_SPEC_GATE_PHASE_NAMES", native_gate.PHASES),
              ("VS_SPEC_GATE_BUF_NAMES", native_gate.BUFS),
@@ -124,7 +124,8 @@ def test_the_tag_engine_and_the_drivers_take_their_names_from_the_header():
 
 
 @pytest.mark.parametrize("name, value", [
-    ("VS_GATE_DECODE_POLL", steps.POLL_BATCH), ("VS_GATE_BIG_POLL", steps.BIG_POLL_BATCH),
+    ("VS_GATE_DECODE_POLL", constants.POLL_BATCH),
+    ("VS_GATE_BIG_POLL", constants.BIG_POLL_BATCH),
     ("VS_GATE_MAX_WINDOW", next(p.hi for p in gate_params.PARAMS if p.name == "window")),
     ("VS_GATE_MAX_BIG_DEPTH", next(p.hi for p in gate_params.PARAMS if p.name == "big_depth"))])
 def test_the_gate_abi_names_the_specs_constants(name, value):

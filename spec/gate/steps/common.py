@@ -9,6 +9,7 @@ from functools import cached_property
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import action_names, bind
 from verbspec.spec.fabric import RecvWR, SendWR
+from verbspec.spec.gate.constants import BIG_POLL_BATCH, POLL_BATCH, VECTOR_BUFFERS
 from verbspec.spec.gate.params import GateConfig
 from verbspec.spec.gate.state import (
     BIG_XFER,
@@ -28,14 +29,7 @@ from verbspec.spec.gate.wire import Hello, Payload, TcpItem
 from verbspec.spec.lts import Action
 from verbspec.spec.values import evolve, set_item
 
-# completions one poll takes, as ds4 sizes its ibv_wc arrays: 16 in a decode gate and a verify
-# block (tp_rdma_drain_cq), 2*window+1 in a drain (RECV_WINDOW*2+1), 64 in a big-gate window
-POLL_BATCH = 16
-BIG_POLL_BATCH = 64
 RANKS = ((0,), (1,))
-# buffers laid out a vector per slot (the others a chunk per slot): the decode in- and
-# out-slots and the verify block's rows (ds4's batch-in and batch-out regions)
-VECTOR_BUFFERS = frozenset({"in", "out", "blk", "bout"})
 # the groups of actions a configuration has or lacks together (GateSpec.actions)
 VERIFY_BLOCK, BATCH_GATE, POST_FAILURE = "verify block", "batch gate", "post failure"
 
