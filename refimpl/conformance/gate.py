@@ -14,7 +14,7 @@ implementation through what it later polls, exactly as the spec injects them.
 
 An implementation fits ``GateImpl``; ``refimpl.engines.gate_engine.GateEngine`` is the reference
 one, ``refimpl.bindings.native_gate.NativeGateEngine`` runs the C engine
-(``native/gate_engine.c``). The runs, sweeps and walks themselves are the protocols' common
+(``native/gate/gate_engine.c``). The runs, sweeps and walks themselves are the protocols' common
 lockstep core (``conformance.lockstep``).
 """
 

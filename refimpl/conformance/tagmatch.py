@@ -13,15 +13,16 @@ way, and, where the implementation has ``ready()``, the steps of its own progres
 now must be those the spec has enabled. The wire is the spec's: the packet handed to
 ``delivered`` is the spec's message.
 
-An implementation fits ``TagImpl``; ``refimpl.tagmatch_engine.TagMatchEngine`` is the
-reference one, ``refimpl.native_tagmatch.NativeTagEngine`` the C engine behind the same calls.
+An implementation fits ``TagImpl``; ``refimpl.engines.tagmatch_engine.TagMatchEngine`` is the
+reference one, ``refimpl.bindings.native_tagmatch.NativeTagEngine`` the C engine behind the same
+calls.
 
 A partial implementation, one that cannot show everything (a third-party matcher that keeps
 its lists to itself, has no NIC offload, runs rendezvous inside its own progress), says so
 with an ``observes`` attribute on its factory (``Observes``): the ``Emitted`` fields it
 reports, whether its view is compared, and the limits of the configurations it can express.
 The harness then compares only those fields, and declines a configuration beyond the limits,
-saying why. ``refimpl.ucx_tagmatch`` is one: UCX's own tag matching.
+saying why. ``refimpl.bindings.ucx_tagmatch`` is one: UCX's own tag matching.
 """
 
 from __future__ import annotations
