@@ -1,5 +1,5 @@
-"""Progress output for long commands (``verbspec check``, ``verbspec regions``) and the
-summary table.
+"""Progress output for long commands (``verbspec check``, ``verbspec regions``) and a plain
+table on stdout.
 
 On a terminal, a live status line shows the current task and its latest note. Without one (a
 pipe, a CI log), a background thread writes a timestamped heartbeat line to stderr at a fixed
@@ -19,9 +19,6 @@ from rich.status import Status
 from rich.table import Table
 
 from verbspec.proofs.report import Result
-
-VERDICT_STYLE = {"proved": "bold green", "held": "green", "violated": "bold red",
-                 "inconclusive": "yellow", "unknown": "yellow", "timeout": "yellow"}
 
 # seconds between heartbeat lines when stderr is not a terminal (the contract is at most 10)
 HEARTBEAT_SECONDS = 5.0
@@ -111,60 +108,6 @@ class Progress:
                 note = f": {self.text}" if self.text else ""
                 self._log(f"{self.task}{note} (running {time.perf_counter() - self.t0:.0f}s, "
                           f"total {time.perf_counter() - self.started:.0f}s)")
-
-
-def print_results(results: list[Result], code: int) -> None:
-    """The summary: one row per invariant with a column per method (verdict and seconds), the
-    bound each method reached in a footer (once per protocol and method, and per invariant
-    where one differs), then what was violated or left undecided and why."""
-    console = Console(file=sys.stdout, width=max(Console().width, 120))
-    methods = list(dict.fromkeys(r.method for r in results))
-    rows: dict[tuple[str, str], dict[str, Result]] = {}
-    for r in results:
-        rows.setdefault((r.protocol, r.invariant), {})[r.method] = r
-    table = Table(title="verbspec check")
-    table.add_column("protocol")
-    table.add_column("invariant")
-    for m in methods:
-        table.add_column(m, no_wrap=True)
-    for (protocol, invariant), by_method in rows.items():
-        cells = [f"[{VERDICT_STYLE[r.verdict]}]{r.verdict}[/] {r.seconds:.1f}s"
-                 if (r := by_method.get(m)) else "" for m in methods]
-        table.add_row(protocol, invariant, *cells)
-    console.print(table)
-    for line in bound_lines(results):
-        console.print(line, highlight=False)
-    undecided: dict[tuple[str, str, str, str | None], list[str]] = {}
-    for r in results:
-        if r.verdict == "violated":
-            console.print(f"[bold red]{r.protocol} {r.invariant} violated[/] ({r.method}): "
-                          f"{r.detail}\n  trace: {r.trace}")
-        elif r.verdict in ("inconclusive", "unknown", "timeout"):
-            # one line per reason: a method out of its scope says the same of every invariant
-            undecided.setdefault((r.protocol, r.method, r.verdict, r.detail),
-                                 []).append(r.invariant)
-    for (protocol, method, verdict, detail), names in undecided.items():
-        console.print(f"[yellow]{protocol} {', '.join(names)} {verdict}[/] ({method}): {detail}")
-    console.print(f"exit {code}")
-
-
-def bound_lines(results: list[Result]) -> list[str]:
-    """The footer: what each (protocol, method) covered, the common bound once and any
-    other bound (a violation's trace length, a method out of scope) after it, once for the
-    invariants that share it."""
-    groups: dict[tuple[str, str], list[Result]] = {}
-    for r in results:
-        groups.setdefault((r.protocol, r.method), []).append(r)
-    out = []
-    for (protocol, method), rs in groups.items():
-        common = Counter(r.bound for r in rs).most_common(1)[0][0]
-        out.append(f"{protocol} {method}: {common}")
-        others: dict[str, list[str]] = {}
-        for r in rs:
-            if r.bound != common:
-                others.setdefault(r.bound, []).append(r.invariant)
-        out += [f"  {', '.join(names)}: {bound}" for bound, names in others.items()]
-    return out
 
 
 def print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:

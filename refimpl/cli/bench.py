@@ -1,8 +1,11 @@
-"""``verbspec bench match`` and ``verbspec bench gate``.
+"""``verbspec bench``: ``match``, ``gate``, ``soak`` and ``verbs``.
 
 ``match``: the tag-matching benchmark, a C harness (native/bench/) that times the native tag
 engine, UCX's own tag matching and a textbook list walk side by side in one run.
 ``gate``: the gate engine's cost per decode gate, the reference engine and the native one.
+``soak`` (soak.py): the gate channel on the sim transport with faults and recovery.
+``verbs`` (refimpl/rxe/native_programs.py): in a soft-RoCE guest, the native verbs transport's
+gate round trip against ibv_uc_pingpong.
 
 The harness is compiled here with the system compiler into a temporary directory, with each
 matcher whose sources and libraries are present: the native engine when
@@ -13,6 +16,7 @@ reason, and its column is null.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -25,9 +29,18 @@ from typing import Any
 from verbspec import native
 from verbspec.refimpl.bindings import cprogram
 from verbspec.refimpl.bindings.cprogram import BuildError
-from verbspec.refimpl.engines.gate_engine import Completion
+from verbspec.refimpl.bindings.native_gate import NativeGateEngine
+from verbspec.refimpl.cli import report
+from verbspec.refimpl.cli.inputs import InputError, gate_run
+from verbspec.refimpl.cli.registry import EPILOG, Command, HelpFormatter, Parser
+from verbspec.refimpl.cli.soak import soak_main
+from verbspec.refimpl.engines.gate_engine import Completion, GateEngine
+from verbspec.refimpl.library.gate_channel import gate_config
+from verbspec.refimpl.rxe import guest as rxe_guest
+from verbspec.refimpl.rxe import native_programs as verbs_native
 from verbspec.spec.gate.state import WINDOW_BARRIER
 from verbspec.spec.gate.wire import TcpItem
+from verbspec.spec.params import ParamError
 
 BENCH = native.HERE / "bench"
 GATE, TAGMATCH = native.engine("gate"), native.engine("tagmatch")
@@ -117,28 +130,11 @@ def run_match(min_messages: int, scenario: str | None) -> tuple[dict, dict[str, 
 
 
 def match_main(min_messages: int, scenario: str | None, as_json: bool) -> int:
-    from verbspec.refimpl.progress import print_table
-
     result, left_out = run_match(min_messages, scenario)
     for name, why in left_out.items():
         print(f"verbspec bench match: {name}: {why}", file=sys.stderr)
-    if as_json:
-        print(json.dumps(result))
-        return 0
-    rows = [[r["scenario"], str(r["n"]),
-             *(_ns(r[f"{m}_ns"]) for m in MATCHERS),
-             _ratio(r["verbspec_ns"], r["ucx_ns"])] for r in result["rows"]]
-    print_table("tag matching, ns per message (median of rounds)",
-                  ["scenario", "n", *(f"{m} ns" for m in MATCHERS), "verbspec/ucx"], rows)
+    report.print_bench_match(result, MATCHERS, as_json)
     return 0
-
-
-def _ns(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.1f}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
 
 # ------------------------------------------------------------------ verbspec bench gate
@@ -187,10 +183,6 @@ def _gate_in_c(n: int) -> float:
 def gate_main(gates: int, as_json: bool) -> int:
     """Per-gate engine cost: the reference engine, the native engine through its adapter, and
     the native engine alone (a C loop, 100 times as many gates)."""
-    from verbspec.refimpl.engines.gate_engine import GateEngine
-    from verbspec.refimpl.library.gate_channel import gate_config
-    from verbspec.refimpl.progress import print_table
-
     cfg = gate_config({})
     rows = [{"engine": "refimpl", "interface": "python",
              "ns_per_gate": round(_gate_through_python(GateEngine(cfg, cfg.rq_depth), gates))}]
@@ -198,8 +190,6 @@ def gate_main(gates: int, as_json: bool) -> int:
         print("verbspec bench gate: native: not built (pip install -e . needs a C compiler)",
               file=sys.stderr)
     else:
-        from verbspec.refimpl.bindings.native_gate import NativeGateEngine
-
         rows.append({"engine": "native", "interface": "python", "ns_per_gate": round(
             _gate_through_python(NativeGateEngine(cfg, cfg.rq_depth), gates))})
         rows.append({"engine": "native", "interface": "c",
@@ -208,12 +198,105 @@ def gate_main(gates: int, as_json: bool) -> int:
     result = {"gates": gates, "rows": rows,
               "refimpl_over_native_c": round(ref / rows[-1]["ns_per_gate"])
               if len(rows) == 3 else None}
-    if as_json:
-        print(json.dumps(result))
-        return 0
-    print_table("gate engine, ns per decode gate (window armed)",
-                ["engine", "interface", "ns per gate"],
-                [[r["engine"], r["interface"], f"{r['ns_per_gate']:,}"] for r in rows])
-    if result["refimpl_over_native_c"]:
-        print(f"refimpl / native (C): {result['refimpl_over_native_c']}x")
+    report.print_bench_gate(result, as_json)
     return 0
+
+
+# ------------------------------------------------------------------------------ the command
+def arguments(b: Parser) -> None:
+    kinds = b.add_subparsers(dest="bench", required=True, metavar="BENCH", parser_class=Parser,
+                             help="match (tag matching), gate (the gate engine per gate), "
+                                  "soak (the gate channel with faults) or verbs (the native "
+                                  "gate transport against ibv_uc_pingpong on soft-RoCE)")
+    m = kinds.add_parser("match", formatter_class=HelpFormatter, epilog=EPILOG,
+                         help="tag matching, ns per message: the native tag engine, UCX's "
+                              "own matching and a list walk (docs/conformance.md)",
+                         description="tag matching, ns per message: the native tag engine, "
+                                     "UCX's own matching and a list walk")
+    m.add_argument("--min-messages", type=int, default=1_000_000, metavar="M",
+                   help="messages per matcher and row at least (rounds of the row's N, at "
+                        "least 5; the figure is their median)")
+    m.add_argument("--scenario", default=None, metavar="NAME",
+                   help="only the rows of this scenario (e.g. unexpected-masked-reversed)")
+    m.add_argument("--json", action="store_true",
+                   help='print {"rows": [{"scenario", "n", "verbspec_ns", "ucx_ns", '
+                        '"listwalk_ns"}]} (null where a matcher was not built)')
+    g = kinds.add_parser("gate", formatter_class=HelpFormatter, epilog=EPILOG,
+                         help="the gate engine's cost per decode gate: reference, native "
+                              "through Python, native from C (docs/benchmarks.md)",
+                         description="the gate engine's cost per decode gate: reference, "
+                                     "native through Python, native from C")
+    g.add_argument("--gates", type=int, default=100_000, metavar="N",
+                   help="gates through each Python interface (the C loop runs 100 N)")
+    g.add_argument("--json", action="store_true",
+                   help='print {"gates", "rows": [{"engine", "interface", "ns_per_gate"}], '
+                        '"refimpl_over_native_c"}')
+    so = kinds.add_parser("soak", formatter_class=HelpFormatter, epilog=EPILOG,
+                          help="the gate channel on the sim transport for a long run with "
+                               "random faults and recovery (docs/library.md)",
+                          description="the gate channel on the sim transport for a long run "
+                                      "with random faults and recovery")
+    so.add_argument("--gates", type=int, default=1_000_000, metavar="N",
+                    help="gates to exchange at least (the session that reaches N ends the run)")
+    so.add_argument("--seed", type=int, default=0, help="the plan of sessions and faults")
+    so.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                    help="the gate engine (auto: native if built)")
+    so.add_argument("--json", action="store_true", help="print one JSON object")
+    v = kinds.add_parser("verbs", formatter_class=HelpFormatter, epilog=EPILOG,
+                         help="in the soft-RoCE guest: the gate round trip of the native verbs "
+                              "transport against ibv_uc_pingpong moving the same bytes "
+                              "(docs/verbs.md)",
+                         description="in the soft-RoCE guest (rxe0 <-> rxe1): the gate round "
+                                     "trip of the native verbs transport and ibv_uc_pingpong "
+                                     "moving the same bytes each way, alternating, in one run; "
+                                     "both medians and their ratio")
+    v.add_argument("--gates", type=int, default=3_000, metavar="N",
+                   help="gates per repetition (ibv_uc_pingpong runs as many iterations)")
+    v.add_argument("--reps", type=int, default=5, metavar="R",
+                   help="repetitions, each a gate run then a pingpong run")
+    v.add_argument("--vector-bytes", type=int, default=24_576, metavar="B",
+                   help="bytes of a gate vector (a multiple of 8, at most 32768: two chunks "
+                        "above 16384), and ibv_uc_pingpong's -s")
+    v.add_argument("--json", action="store_true",
+                   help='print {"gates", "reps", "bytes_each_way", "rows", "gate_us", '
+                        '"gate_p50_us", "pingpong_us", "ratio", "seconds", "boot_s"}')
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench == "soak":
+        gate_run(args)
+        return soak_main(args.gates, args.seed, args.engine, args.json)
+    if args.bench == "verbs":
+        return _bench_verbs(args)
+    if args.bench == "gate":
+        if args.gates < 1:
+            raise ParamError("--gates must be at least 1")
+        try:
+            return gate_main(args.gates, args.json)
+        except BenchError as e:
+            raise InputError(str(e)) from None
+    if args.min_messages < 1:
+        raise ParamError("--min-messages must be at least 1")
+    try:
+        return match_main(args.min_messages, args.scenario, args.json)
+    except BenchError as e:
+        raise InputError(str(e)) from None
+
+
+def _bench_verbs(args: argparse.Namespace) -> int:
+    if args.gates < 1 or args.reps < 1:
+        raise ParamError("--gates and --reps must be at least 1")
+    if not 8 <= args.vector_bytes <= 32768 or args.vector_bytes % 8:
+        raise ParamError(f"--vector-bytes {args.vector_bytes}: expected a multiple of 8 in "
+                         f"8..32768")
+    plan = verbs_native.BenchPlan(args.gates, args.reps, args.vector_bytes)
+    try:
+        return verbs_native.bench_main(plan, args.json, Path.cwd())
+    except (verbs_native.BuildError, verbs_native.VerbsRunError,
+            rxe_guest.RxeGuestError) as e:
+        raise InputError(f"bench verbs: {e}") from None
+
+
+COMMAND = Command("bench", "benchmarks: tag matching against UCX and a list walk (C), the gate "
+                           "channel soak with faults, the native verbs transport against "
+                           "ibv_uc_pingpong", arguments, cmd_bench)

@@ -15,7 +15,7 @@ timeout."""
 
 from __future__ import annotations
 
-import json
+import argparse
 import multiprocessing as mp
 import sys
 import time
@@ -23,7 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
 from verbspec.refimpl.bindings import engine_choice as engines
+from verbspec.refimpl.cli import report
+from verbspec.refimpl.cli.inputs import InputError, gate_run
+from verbspec.refimpl.cli.registry import Command, Parser
 from verbspec.refimpl.library.gate_channel import TRAILER, GateChannel, GateError, gate_config
 from verbspec.refimpl.library.sim_pair import Pair, SimPair, close_channel, open_channel, run_pair
 from verbspec.refimpl.library.tagmatch_endpoint import (
@@ -33,6 +39,7 @@ from verbspec.refimpl.library.tagmatch_endpoint import (
     TaggedEndpoint,
     open_endpoint,
 )
+from verbspec.refimpl.transport.verbs_pair import VerbsPair
 from verbspec.spec.gate import variants as gv
 
 BIG_BYTES = 12 * 2**20
@@ -204,8 +211,6 @@ def pair_factory(transport: str, device: str | None,
     ``peer_device``, default the same)."""
     if transport == "sim":
         return SimPair
-    from verbspec.refimpl.transport.verbs_pair import VerbsPair
-
     return VerbsPair.factory(device or "", peer_device)
 
 
@@ -226,16 +231,7 @@ def variant_main(variant: str, transport: str, device: str | None, peer_device: 
                "errors": [f"rank {r['rank']}: {r['error']}" for r in ranks if r["error"]],
                "drops": None if None in drops else sum(drops),
                "verified": all(r["verified"] for r in ranks), "seconds": round(wall, 2)}
-    if as_json:
-        print(json.dumps(summary))
-    else:
-        from verbspec.refimpl.progress import print_table
-
-        rows = [[f"rank {r['rank']}", "verified" if r["verified"] else r["error"],
-                 json.dumps(r.get("completions"))] for r in ranks]
-        print_table(f"verbspec demo --variant {variant}", ["rank", "gate 1", "completions"],
-                    rows)
-        print(f"UC drops: {summary['drops']}")
+    report.print_demo_variant(summary, as_json)
     return 0 if summary["verified"] else 1
 
 
@@ -250,9 +246,6 @@ def _devices(transport: str, device: str | None, peer_device: str | None) -> lis
 def demo_main(gates: int, engine: str, as_json: bool, quiet: bool, transport: str = "sim",
               device: str | None = None, peer_device: str | None = None,
               variant: str = "") -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
     if variant:
         return variant_main(variant, transport, device, peer_device, as_json)
     in_use = engines.resolved(engine)
@@ -306,36 +299,70 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool, transport: st
                              "bytes": sum(r["tagged"]["bytes"] for r in ok),
                              "mib_per_s": round(t0["bytes"] / 2**20 / t0["seconds"], 1)}
     summary["seconds"] = round(wall, 2)
-    if as_json:
-        print(json.dumps(summary))
-    else:
-        _print_summary(summary)
+    report.print_demo(summary, as_json)
     return 0 if summary["verified"] else 1
 
 
-def _print_summary(s: dict[str, Any]) -> None:
-    from verbspec.refimpl.progress import print_table
+# ------------------------------------------------------------------------------ the command
+def arguments(d: Parser) -> None:
+    d.add_argument("--transport", choices=("sim", "verbs"), default="sim",
+                   help="sim: two processes over the simulated fabric and a loopback TCP "
+                        "socket; verbs: over RDMA devices through pyverbs (--device)")
+    d.add_argument("--device", metavar="NAME",
+                   help="--transport verbs: rank 0's RDMA device (ibv_devices lists them)")
+    d.add_argument("--peer-device", metavar="NAME",
+                   help="--transport verbs: rank 1's RDMA device (unset: --device)")
+    d.add_argument("--variant", choices=VARIANTS, default="",
+                   help="tests and demonstrations only: one gate per rank on the reference "
+                        "engine behaving as this spec variant, rank 1 late (the UC drop and "
+                        "its gate timeout)")
+    d.add_argument("--gates", type=int, default=10_000, metavar="N",
+                   help="decode gates before the big gate (N/10 more after it)")
+    d.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="the gate engine: native (C) where built, else python; auto: native "
+                        "if built")
+    d.add_argument("--json", action="store_true",
+                   help='print {"gates", "big_gate_bytes", "tagged_messages", "verified", '
+                        '"errors", "gate_latency_us": {"p50", "p99"}, "engine", "transport", '
+                        '...}')
+    d.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
-    lat = s["gate_latency_us"]
-    rows = [["gates", f"{s['gates']:,}"], ["big gate", f"{s['big_gate_bytes']:,} bytes"],
-            ["payloads verified", "yes" if s["verified"] else "NO"],
-            ["gate latency p50 / p99", f"{lat['p50']} / {lat['p99']} us"],
-            ["gates per second", f"{s.get('gates_per_s') or 0:,}"],
-            ["big gate throughput", f"{s.get('big_gate_mib_per_s')} MiB/s"],
-            ["UC drops", str(s.get("drops"))],
-            ["tagged messages verified", _tagged_text(s)],
-            ["tagged throughput (rank 0 received)",
-             f"{s.get('tagged', {}).get('mib_per_s')} MiB/s"],
-            ["engine, transport", f"{s['engine']}, {s['transport']}"],
-            ["wall time", f"{s['seconds']} s"]]
-    print_table("verbspec demo", ["measure", "value"], rows)
-    for e in s["errors"]:
-        print(f"error: {e}")
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    gate_run(args)
+    if args.transport == "verbs":
+        _verbs_devices(args.device, args.peer_device)
+    elif args.device or args.peer_device:
+        raise InputError("--device and --peer-device are for --transport verbs")
+    if args.variant and args.engine == "native":
+        raise InputError(f"--variant {args.variant}: the variant engines are the Python "
+                         f"reference engine changed; use --engine python (or auto)")
+    return demo_main(args.gates, args.engine, args.json, args.quiet, args.transport,
+                     args.device, args.peer_device, args.variant)
 
 
-def _tagged_text(s: dict[str, Any]) -> str:
-    t = s.get("tagged")
-    if not t:
-        return f"{s['tagged_messages']:,}"
-    return (f"{s['tagged_messages']:,} ({t['eager']:,} eager, {t['rendezvous']:,} rendezvous; "
-            f"{t['bytes']:,} bytes)")
+def _verbs_devices(device: str | None, peer: str | None) -> None:
+    """--transport verbs: pyverbs importable, --device given, both devices present."""
+    if not device:
+        raise InputError("--transport verbs needs --device NAME (an RDMA device; ibv_devices "
+                         "lists them)")
+    try:
+        # imported here: pyverbs is an optional system package (python3-pyverbs), missing
+        # where there is no RDMA stack; its absence is an input error of --transport verbs
+        from pyverbs.device import get_device_list
+    except ImportError as e:
+        raise InputError(f"--transport verbs needs pyverbs, which cannot be imported ({e}): "
+                         f"install python3-pyverbs and put its directory "
+                         f"(/usr/lib/python3/dist-packages) on PYTHONPATH") from None
+    names = [d.name.decode() if isinstance(d.name, bytes) else str(d.name)
+             for d in get_device_list()]
+    for opt, name in (("--device", device), ("--peer-device", peer)):
+        if name and name not in names:
+            raise InputError(f"{opt} {name}: no such RDMA device here (devices: "
+                             f"{', '.join(names) or 'none'})")
+
+
+COMMAND = Command("demo", "the gate protocol end to end: two processes arm, exchange gates, "
+                          "drain, run a big gate, re-arm and exchange more; then tagged "
+                          "messages, eager and rendezvous, with wildcards; every payload "
+                          "verified", arguments, cmd_demo)

@@ -4,16 +4,32 @@ condition of the region, the shortest violation just outside it."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
+from verbspec.proofs.gate import induction, lemmas, parameters, regions
 from verbspec.proofs.report import EXIT_INCONCLUSIVE, EXIT_OK, config_digest
 from verbspec.proofs.traces import write_trace
+from verbspec.refimpl.cli import report
+from verbspec.refimpl.cli.inputs import DEFAULTS, check_dir
+from verbspec.refimpl.cli.registry import Command, Parser
+from verbspec.refimpl.progress import Progress
+from verbspec.spec.params import ParamError
+
+
+def arguments(g: Parser) -> None:
+    g.add_argument("--window-max", type=int, default=256, metavar="N",
+                   help="largest window of the region (symbolic in 2..N)")
+    g.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
+                   help="directory for the traces just outside the region")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def cmd_regions(args: argparse.Namespace) -> int:
+    check_dir(args.trace_dir, "--trace-dir")
+    return regions_main(args)
 
 
 def _slug(text: str) -> str:
@@ -22,12 +38,7 @@ def _slug(text: str) -> str:
 
 
 def regions_main(args: argparse.Namespace) -> int:
-    from verbspec.proofs.gate import induction, lemmas, parameters, regions
-    from verbspec.refimpl.progress import Progress
-
     if not 2 <= args.window_max <= 1 << 20:
-        from verbspec.spec.params import ParamError
-
         raise ParamError("--window-max must be between 2 and 2^20")
     t0 = time.perf_counter()
     with Progress(enabled=not getattr(args, "quiet", False),
@@ -52,22 +63,10 @@ def regions_main(args: argparse.Namespace) -> int:
     # limit its violation or its instance's fixpoint
     settled = all(row.settled for row in rows)
     code = EXIT_OK if settled else EXIT_INCONCLUSIVE
-    if args.json:
-        print(json.dumps({"region": regions.region_text(args.window_max),
-                          "domain": parameters.DOMAIN, "scope": induction.SCOPE, "rows": out,
-                          "seconds": round(time.perf_counter() - t0, 3)}, indent=1))
-        return code
-    console = Console(file=sys.stdout, width=max(Console().width, 140))
-    console.print(f"[bold]region[/]: {regions.region_text(args.window_max)}\n"
-                  f"[bold]domain[/]: {parameters.DOMAIN}\n[bold]scope[/]: {induction.SCOPE}")
-    table = Table(title="verbspec regions (gate)")
-    for col in ("invariant", "kind", "where", "verdict", "s", "counterexample / trace"):
-        table.add_column(col, overflow="fold")
-    for r in out:
-        where = r["region"] if r["condition"] else "the region"
-        note = r["counterexample"] + (f"\ntrace: {r['trace']}" if r["trace"] else "")
-        table.add_row(r["invariant"], r["kind"], where, r["verdict"], f"{r['seconds']:.1f}",
-                      note)
-    console.print(table)
-    console.print(f"exit {code}")
+    report.print_regions(out, regions.region_text(args.window_max), parameters.DOMAIN,
+                         induction.SCOPE, time.perf_counter() - t0, code, args.json)
     return code
+
+
+COMMAND = Command("regions", "prove the gate invariants over a parameter region and refute "
+                             "each condition just outside it", arguments, cmd_regions)

@@ -32,6 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from verbspec.refimpl.cli import report
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch import offload as off
 from verbspec.spec.tagmatch.engine import FastEngine
@@ -337,8 +338,7 @@ def match_main(path: str) -> int:
     except ScenarioError as e:
         print(f"verbspec match: {e}", file=sys.stderr)
         return EXIT_INPUT
-    out = run(sc).as_json(sc.eager_limit)
-    sys.stdout.write(json.dumps(out, separators=(",", ":")) + "\n")
+    report.print_scenario(run(sc).as_json(sc.eager_limit))
     return EXIT_OK
 
 

@@ -18,7 +18,6 @@ after any session.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verbspec.refimpl.bindings import engine_choice as engines
+from verbspec.refimpl.cli import report
 from verbspec.refimpl.cli.demo import big_data, vector
 from verbspec.refimpl.library.gate_channel import TRAILER, GateChannel, GateError, gate_config
 from verbspec.refimpl.library.sim_pair import (
@@ -159,8 +159,6 @@ def soak_rank(pair: SimPair, rank: int, arg: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def soak_main(gates: int, seed: int, engine: str, as_json: bool) -> int:
-    from verbspec.refimpl.progress import print_table
-
     cfg = gate_config({"vec_bytes": 2048 + TRAILER.size, "timeout_ms": TIMEOUT_MS,
                        "cq_depth": 1024})
     in_use = engines.resolved(engine)
@@ -175,7 +173,7 @@ def soak_main(gates: int, seed: int, engine: str, as_json: bool) -> int:
     for r in ranks:
         faults.update(r["faults"])
         raised.update(r["errors"])
-    report = {
+    result = {
         "gates": min((r["gates"] for r in ranks), default=0),
         "big_gates": min((r["big_gates"] for r in ranks), default=0),
         "sessions": ranks[0]["sessions"] if ranks else 0,
@@ -191,20 +189,6 @@ def soak_main(gates: int, seed: int, engine: str, as_json: bool) -> int:
         "engine": in_use, "transport": "sim", "seconds": round(wall, 1),
         "run_errors": errors,
     }
-    if as_json:
-        print(json.dumps(report))
-    else:
-        rows = [["gates", f"{report['gates']:,}"], ["big gates", str(report["big_gates"])],
-                ["sessions (set up again after each)", str(report["sessions"])],
-                ["wrong payloads accepted", str(report["wrong_payloads_accepted"])],
-                *[[f"fault injected: {k}", str(v)] for k, v in report["faults"].items()],
-                *[[f"raised: {k}", str(v)] for k, v in report["errors_by_kind"].items()],
-                *[[f"RSS {k} first / last session (max)",
-                   f"{v['start']:,} / {v['end']:,} ({v['max']:,}) KiB"]
-                  for k, v in report["rss_kib"].items()],
-                ["engine, transport", f"{in_use}, sim"], ["wall time", f"{wall:.1f} s"]]
-        print_table("verbspec bench soak", ["measure", "value"], rows)
-        for e in errors:
-            print(f"error: {e}")
-    ok = not errors and report["wrong_payloads_accepted"] == 0
+    report.print_soak(result, wall, as_json)
+    ok = not errors and result["wrong_payloads_accepted"] == 0
     return 0 if ok else 1

@@ -14,8 +14,9 @@ from verbspec.proofs import search
 from verbspec.proofs.report import Result
 from verbspec.proofs.run import BESIDE_A_PROOF, Options, ProverApart, run_method
 from verbspec.proofs.tagmatch.prove import prove as tagmatch_prove
-from verbspec.refimpl.cli import main as cli
-from verbspec.refimpl.cli.main import DEFAULTS, main
+from verbspec.refimpl.cli import check as cli
+from verbspec.refimpl.cli.inputs import DEFAULTS
+from verbspec.refimpl.cli.main import main
 from verbspec.spec import protocols
 from verbspec.spec.tagmatch.system import build as build_tagmatch
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from verbspec.proofs.report import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
 from verbspec.proofs.traces import write_trace
+from verbspec.refimpl.cli import check, regions
 from verbspec.refimpl.cli import main as cli
 from verbspec.refimpl.cli.main import main
 from verbspec.spec import protocols
@@ -144,7 +146,7 @@ def no_run(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a check ran before its output paths were validated")
 
-    monkeypatch.setattr(cli, "run_method", refuse)
+    monkeypatch.setattr(check, "run_method", refuse)
 
 
 def test_check_refuses_a_trace_dir_that_is_a_file_before_searching(tmp_path, capsys, no_run):
@@ -167,7 +169,7 @@ def test_check_refuses_a_trace_dir_that_cannot_be_created(tmp_path, capsys, no_r
 
 def test_check_trace_dir_validation_leaves_nothing_behind(tmp_path, monkeypatch):
     d = tmp_path / "a" / "b"
-    monkeypatch.setattr(cli, "run_method", lambda *a, **k: [])
+    monkeypatch.setattr(check, "run_method", lambda *a, **k: [])
     assert main(["check", "--protocol", "tagmatch", "--method", "explore", "--quiet",
                  "--trace-dir", str(d)]) == EXIT_OK
     assert not (tmp_path / "a").exists()
@@ -179,8 +181,6 @@ def test_check_refuses_a_junit_file_that_is_a_directory(tmp_path, capsys, no_run
 
 
 def test_regions_refuses_a_bad_trace_dir_before_proving(tmp_path, capsys, monkeypatch):
-    from verbspec.refimpl.cli import regions
-
     monkeypatch.setattr(regions, "regions_main", lambda args: pytest.fail("regions ran"))
     f = tmp_path / "f"
     f.write_text("")
@@ -230,7 +230,8 @@ def test_an_internal_error_exits_4_and_says_it_is_a_bug(monkeypatch, capsys):
     def boom(args):
         raise RuntimeError("unexpected state")
 
-    monkeypatch.setitem(cli.COMMANDS, "variants", boom)
+    monkeypatch.setitem(cli.COMMANDS, "variants", replace(cli.COMMANDS["variants"],
+                                                           handler=boom))
     assert main(["variants"]) == EXIT_INTERNAL
     err = capsys.readouterr().err
     assert err.startswith("verbspec variants: internal error: RuntimeError: unexpected state\n")
@@ -276,7 +277,7 @@ def option_blocks(text: str) -> dict[str, str]:
 
 
 def test_every_option_is_documented_with_its_default():
-    parser = cli._parser()
+    parser = cli.parser()
     for name, sub in _subparsers(parser).items():
         text = sub.format_help()
         assert "exit codes:" in text and "4  internal error" in text, name

@@ -14,7 +14,8 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from verbspec.proofs.explore import explore
 from verbspec.proofs.report import NotRun, Result, junit_xml
-from verbspec.refimpl import cli, progress
+from verbspec.refimpl import progress
+from verbspec.refimpl.cli import check, report
 from verbspec.refimpl.cli.main import main
 from verbspec.spec import protocols
 
@@ -36,7 +37,7 @@ def slow_run(seconds: float, verdict: str = "held"):
 
 def test_heartbeat_lines_name_the_phase_without_a_terminal(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.1)
-    monkeypatch.setattr(cli, "run_method", slow_run(0.6))
+    monkeypatch.setattr(check, "run_method", slow_run(0.6))
     assert main(["check", "--protocol", "tagmatch", "--method", "bmc",
                  "--trace-dir", str(tmp_path)]) == 0
     err = capsys.readouterr().err.splitlines()
@@ -55,7 +56,7 @@ def test_heartbeat_interval_is_at_most_ten_seconds():
 
 def test_quiet_prints_no_progress(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(progress, "HEARTBEAT_SECONDS", 0.05)
-    monkeypatch.setattr(cli, "run_method", slow_run(0.3))
+    monkeypatch.setattr(check, "run_method", slow_run(0.3))
     assert main(["check", "--protocol", "tagmatch", "--method", "bmc", "--quiet",
                  "--trace-dir", str(tmp_path)]) == 0
     out = capsys.readouterr()
@@ -151,7 +152,7 @@ def test_summary_has_a_row_per_invariant_and_a_column_per_method(capsys):
                Result("gate_order", "gate", "bmc", "violated", "shortest trace: 7 steps", 0.75,
                       "t.itf.json", "gate 2 before gate 1"),
                Result("match_once", "tagmatch", "bmc", "held", "depth 9", 2.0)]
-    progress.print_results(results, 1)
+    report.print_results(results, 1)
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if "invariant" in line)
     cells = [re.split(r"\s*│\s*", line.strip("│ ")) for line in out.splitlines()
@@ -176,7 +177,7 @@ def test_the_footer_names_a_shared_other_bound_once():
         ("no_lost_message", "instance"), ("shadow_consistent", "instance"),
         ("eager_buffer_safety", "instance"), ("truncation_reported", "unbounded; instance"),
         ("rndv_buffer_safety", "shortest trace: 4 steps"))]
-    assert progress.bound_lines(results) == [
+    assert report.bound_lines(results) == [
         "tagmatch prove: unbounded; instance",
         "  no_lost_message, shadow_consistent, eager_buffer_safety: instance",
         "  rndv_buffer_safety: shortest trace: 4 steps"]

@@ -11,7 +11,8 @@ import pytest
 
 from verbspec.proofs.report import EXIT_OK, EXIT_VIOLATION
 from verbspec.proofs.traces import write_trace
-from verbspec.refimpl.cli.main import disagreement, main
+from verbspec.refimpl.cli.main import main
+from verbspec.refimpl.cli.replay import disagreement
 from verbspec.spec.itf import first_difference, state_body
 from verbspec.spec.lts import InvariantViolation, replay
 from verbspec.spec.tagmatch import system as ts

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from verbspec.refimpl.cli import main as cli
+from verbspec.refimpl.cli import registry, trace
 from verbspec.refimpl.engines.gate_variants import NoBarrier
 from verbspec.refimpl.library.gate_channel import GateChannel, gate_config, regions_for
 from verbspec.refimpl.library.sim_pair import close_channel, run_pair, run_ranks
@@ -353,7 +354,7 @@ def test_no_barrier_engine_is_rejected_at_its_first_send(tmp_path):
 
 # ---------------------------------------------------------------------- the CLI
 def test_validate_help_documents_every_option():
-    text = cli._validate_parser().format_help()
+    text = registry.own_parser(trace.VALIDATE).format_help()
     assert "exit codes:" in text and "4  internal error" in text
     for opt in ("--json", "--trace-dir", "--itf-max-steps", "--strict-completions",
                 "--debug"):

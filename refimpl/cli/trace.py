@@ -1,0 +1,97 @@
+"""``verbspec trace``: an ITF trace drawn as a message-sequence diagram (SVG, or an HTML page);
+``verbspec trace validate``: device traces (one JSON-lines file per rank) checked against the
+spec."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from verbspec.proofs.report import EXIT_OK, EXIT_VIOLATION
+from verbspec.refimpl.cli import report
+from verbspec.refimpl.cli.inputs import DEFAULTS, InputError, check_dir, check_file
+from verbspec.refimpl.cli.registry import EPILOG, Command, Parser
+from verbspec.refimpl.traces import validate_gate as tv
+from verbspec.refimpl.traces.read import TraceInputError, read_pair
+from verbspec.refimpl.traces.render import default_output, trace_main
+from verbspec.refimpl.traces.validate_tagmatch import validate_tagged
+
+
+def arguments(t: Parser) -> None:
+    t.add_argument("file", type=Path, help="an ITF trace written by verbspec")
+    t.add_argument("--svg", type=Path, default=None, metavar="OUT",
+                   help="output file; None: FILE with .svg, or .html with --html. With "
+                        "--html, OUT must not end in .svg (and without it, not in .html)")
+    t.add_argument("--html", action="store_true", help="write the SVG inside an HTML page")
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    try:
+        out = args.svg or default_output(args.file, args.html)
+    except ValueError:      # e.g. an empty name: nothing to put the extension on
+        raise InputError(f"{str(args.file)!r}: no output name follows from it; give --svg OUT"
+                         ) from None
+    suffix = out.suffix.lower()
+    if args.html and suffix == ".svg":
+        raise InputError(f"--svg {out}: --html writes an HTML page; give an output ending in "
+                         f".html, or drop --html for an SVG")
+    if not args.html and suffix in (".html", ".htm"):
+        raise InputError(f"--svg {out}: writes an SVG; add --html for an HTML page")
+    check_file(out, "output", inputs=[args.file])
+    args.svg = out
+    return trace_main(args)
+
+
+VALIDATE_EPILOG = EPILOG.replace(
+    "  1  a violation: a counterexample trace was written (replay: the trace ends in a\n"
+    "     violation, or disagrees with the spec)",
+    "  1  a violation: a recorded step the spec does not take (the spec steps up to it\n"
+    "     are written as an ITF trace)")
+
+
+def validate_arguments(v: Parser) -> None:
+    v.add_argument("paths", nargs="+", type=Path, metavar="DIR_OR_FILES",
+                   help="a directory holding rank0.jsonl and rank1.jsonl, or the two ranks' "
+                        "files")
+    v.add_argument("--json", action="store_true",
+                   help='print one JSON object: {"ok", "protocol", "recorded_steps", '
+                        '"spec_steps", "gates", "big_gates", "drains", "rank", "line", '
+                        '"event", "message", "allowed", "itf", "seconds", ...}')
+    v.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
+                   help="where a gate violation's ITF trace (the spec steps up to it) is "
+                        "written")
+    v.add_argument("--itf-max-steps", type=int, default=5_000, metavar="N",
+                   help="write the ITF trace only when it has at most N spec steps")
+    v.add_argument("--strict-completions", action="store_true",
+                   help="compare each poll's completions in the spec's CQ order exactly; "
+                        "without it a UC send's completion may come after receive "
+                        "completions that its message's reply caused")
+
+
+def cmd_trace_validate(args: argparse.Namespace) -> int:
+    """Device traces of one run validated against the protocol's spec."""
+    if args.itf_max_steps < 0:
+        raise InputError(f"--itf-max-steps {args.itf_max_steps}: expected at least 0")
+    try:
+        ranks = read_pair(args.paths)
+        if ranks[0].protocol == "gate":
+            check_dir(args.trace_dir, "--trace-dir")
+            rep = tv.validate_gate(ranks, args.trace_dir, args.itf_max_steps,
+                                   late_sends=not args.strict_completions)
+        else:
+            rep = validate_tagged(ranks)
+    except TraceInputError as e:
+        raise InputError(str(e)) from None
+    report.print_validation(rep, tv.render, args.json)
+    return EXIT_OK if rep.ok else EXIT_VIOLATION
+
+
+COMMAND = Command("trace", "render an ITF trace as a message-sequence diagram ('verbspec trace "
+                           "validate' checks device traces against the spec: see its --help)",
+                  arguments, cmd_trace)
+VALIDATE = Command("trace validate",
+                   "validate device traces (one JSON-lines file per rank, docs/verbs.md) against "
+                   "the spec: the gate run's every recorded call, post, poll, TCP item and "
+                   "result must be a spec step from the state reached; a tagged run's matches, "
+                   "MPI order and rendezvous are checked",
+                   validate_arguments, cmd_trace_validate, epilog=VALIDATE_EPILOG)
