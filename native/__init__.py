@@ -58,13 +58,8 @@ class Engine:
 ENGINES = {e.name: e for e in (Engine("gate", "gate_engine", "_gate_engine"),
                                Engine("tagmatch", "tagmatch_engine", "_tagmatch_engine"),
                                Engine("ucx", "ucx_tag_shim", "_ucx_shim"))}
-# the tag-matching engine's name before the engines took their protocol's name, still
-# accepted from callers that use it
-FORMER_NAMES = {"tag": "tagmatch"}
-
 
 def engine(name: str) -> Engine:
-    name = FORMER_NAMES.get(name, name)
     if name not in ENGINES:
         raise ValueError(f"unknown native engine {name!r}: expected one of "
                          f"{', '.join(ENGINES)}")

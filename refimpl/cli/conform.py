@@ -238,7 +238,7 @@ def _native_run(args: argparse.Namespace, chosen: Sequence[str], what: str,
     if args.exhaustive or args.param:
         raise InputError(f"{own}: no --exhaustive or --param")
     for proto in chosen:
-        if native.load("gate" if proto == "gate" else "tag") is None:
+        if native.load(proto) is None:
             raise InputError(f"the native {proto} engine is not built here (pip install -e . "
                              f"needs a C compiler)")
 
