@@ -60,6 +60,7 @@ class Module:
     folder: str
     path: Path
     tree: ast.Module
+    rel: str = ""           # the path from the tree's root, as violations name it
 
 
 def modules(root: Path) -> dict[str, Module]:
@@ -71,7 +72,7 @@ def modules(root: Path) -> dict[str, Module]:
                 parts.pop()
             name = ".".join([package, *parts])
             out[name] = Module(name, layer_of(folder, parts), f,
-                               ast.parse(f.read_text(), str(f)))
+                               ast.parse(f.read_text(), str(f)), str(f.relative_to(root)))
     return out
 
 
@@ -102,7 +103,7 @@ def layer_violations(mods: dict[str, Module]) -> list[str]:
     for m in mods.values():
         for line, target in imports(m):
             if target in folder_of and folder_of[target] not in MAY_IMPORT[m.folder]:
-                bad.append(f"{m.path.relative_to(m.path.parents[len(m.name.split('.')) - 1])}"
+                bad.append(f"{m.rel}"
                            f":{line} imports {target} ({folder_of[target]}/ is above "
                            f"{m.folder}/)")
     return bad
