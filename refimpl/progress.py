@@ -1,4 +1,4 @@
-"""Progress output for long commands (``verbspec check``, ``verbspec regions``) and a plain
+"""Progress output for long commands (``verbspec check``, ``verbspec envelope``) and a plain
 table on stdout.
 
 On a terminal, a live status line shows the current task and its latest note. Without one (a

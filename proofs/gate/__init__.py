@@ -29,6 +29,6 @@ Modules, each importing only those above it:
 - widening: post-states with stepped 32-bit counters widened
 - induction: the prover (obligations, Houdini, ``prove``, ``out_of_scope``)
 - bmc: bounded model checking of the model, runs replayed on the spec
-- regions: proofs over a parameter region, violations just outside it
+- envelope: proofs over the parameter envelope, violations just outside it
 - bound: a lower bound on dropping runs under depth-mismatch
 """

@@ -25,9 +25,9 @@ class Counterexample:
 
 
 RUNGS = (4, 8, 16)     # the unrollings searched, shallow first
-# the region table's cross-check of short runs (see regions.region_table): deep enough for the
-# short runs just outside the region, shallow enough to stay cheap
-REGION_RUNGS = (4, 8)
+# the envelope table's cross-check of short runs (see envelope.envelope_table): deep enough for
+# the short runs just outside the envelope, shallow enough to stay cheap
+ENVELOPE_RUNGS = (4, 8)
 
 
 def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS,

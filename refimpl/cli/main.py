@@ -21,8 +21,8 @@ from verbspec.refimpl.cli import (
     check,
     conform,
     demo,
+    envelope,
     match,
-    regions,
     registry,
     replay,
     trace,
@@ -40,7 +40,7 @@ COMMANDS = registry.by_name(
     replay.COMMAND,
     conform.COMMAND,
     match.COMMAND,
-    regions.COMMAND,
+    envelope.COMMAND,
     trace.COMMAND,
     trace.VALIDATE,
 )

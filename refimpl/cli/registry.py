@@ -1,9 +1,10 @@
 """The commands of ``verbspec`` and how they are run. Each command is a ``Command``, declared in
 a module of its own: its name, its one line of help (also its description), the function that
-declares its arguments on its parser, and its handler, which returns the exit code. ``main``
-builds the parser from the commands, parses, runs the handler and maps what it raises to the
-exit codes: 3 for invalid input, usage errors included (argparse's own 2 would read as
-"inconclusive"), 4 for anything else, an internal error (``--debug`` adds the traceback)."""
+declares its arguments on its parser, its handler, which returns the exit code, and its aliases,
+if any. ``main`` builds the parser from the commands, parses, runs the handler and maps what it
+raises to the exit codes: 3 for invalid input, usage errors included (argparse's own 2 would
+read as "inconclusive"), 4 for anything else, an internal error (``--debug`` adds the
+traceback)."""
 
 from __future__ import annotations
 
@@ -64,13 +65,19 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 class Command:
     """One command: ``verbspec NAME ...``. A name of two words (``trace validate``) is a
     parser of its own, chosen when the command line starts with both words (the first word's
-    command may take any word as its first argument)."""
+    command may take any word as its first argument). A one-word command may have aliases,
+    other names that run it too; ``verbspec --help`` lists them beside the name."""
 
     name: str
     help: str                                           # in ``verbspec --help``; description
     arguments: Callable[[Parser], None]                 # declares the arguments on the parser
     handler: Callable[[argparse.Namespace], int]        # runs; returns the exit code
     epilog: str = EPILOG
+    aliases: tuple[str, ...] = ()                       # other names of a one-word command
+
+    def __post_init__(self) -> None:
+        if self.aliases and len(self.words) > 1:
+            raise ValueError(f"{self.name}: only a one-word command has aliases")
 
     @property
     def words(self) -> list[str]:
@@ -89,8 +96,16 @@ def version() -> str:
         return "unknown (not installed)"
 
 
+def _also(aliases: Sequence[str]) -> str:
+    """The aliases, as a command's own ``--help`` names them after its description."""
+    if not aliases:
+        return ""
+    return f" (alias{'es' if len(aliases) > 1 else ''}: {', '.join(aliases)})"
+
+
 def build_parser(commands: Iterable[Command]) -> Parser:
-    """``verbspec``'s parser: --version, --debug and a subcommand per one-word command."""
+    """``verbspec``'s parser: --version, --debug and a subcommand per one-word command (its
+    aliases too)."""
     p = Parser(prog="verbspec", description=DESCRIPTION, epilog=EPILOG,
                formatter_class=HelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
@@ -102,9 +117,11 @@ def build_parser(commands: Iterable[Command]) -> Parser:
                            parser_class=Parser)
     for c in commands:
         if len(c.words) == 1:
-            c.arguments(sub.add_parser(c.name, help=c.help, description=c.help,
-                                       epilog=c.epilog, formatter_class=HelpFormatter,
-                                       parents=[common]))
+            cp = sub.add_parser(c.name, aliases=list(c.aliases), help=c.help,
+                                description=c.help + _also(c.aliases), epilog=c.epilog,
+                                formatter_class=HelpFormatter, parents=[common])
+            cp.set_defaults(cmd=c.name)     # an alias runs the command under its name
+            c.arguments(cp)
     return p
 
 

@@ -1,5 +1,5 @@
 """What the commands print on standard output: the check's summary table and JSON, the
-listings, the conformance runs' reports, the replay's verdict, the regions table, the device
+listings, the conformance runs' reports, the replay's verdict, the envelope table, the device
 traces' validation, the demo's and the benchmarks' tables, and the scenario runner's outcome.
 The commands compute; this module writes. (Diagnostics on stderr stay with the code that finds
 them.)"""
@@ -238,23 +238,23 @@ def print_replay(verdict: str) -> None:
     print(verdict)
 
 
-# ------------------------------------------------------------------------------ regions
-def print_regions(rows: list[dict[str, Any]], region: str, domain: str, scope: str,
-                  seconds: float, code: int, as_json: bool) -> None:
-    """The regions table: each invariant's proof over the region and each condition's
+# ------------------------------------------------------------------------------ envelope
+def print_envelope(rows: list[dict[str, Any]], envelope: str, domain: str, scope: str,
+                   seconds: float, code: int, as_json: bool) -> None:
+    """The envelope table: each invariant's proof over the envelope and each condition's
     violation just outside it."""
     if as_json:
-        print(json.dumps({"region": region, "domain": domain, "scope": scope, "rows": rows,
+        print(json.dumps({"envelope": envelope, "domain": domain, "scope": scope, "rows": rows,
                           "seconds": round(seconds, 3)}, indent=1))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 140))
-    console.print(f"[bold]region[/]: {region}\n"
+    console.print(f"[bold]envelope[/]: {envelope}\n"
                   f"[bold]domain[/]: {domain}\n[bold]scope[/]: {scope}")
-    table = Table(title="verbspec regions (gate)")
+    table = Table(title="verbspec envelope (gate)")
     for col in ("invariant", "kind", "where", "verdict", "s", "counterexample / trace"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        where = r["region"] if r["condition"] else "the region"
+        where = r["envelope"] if r["condition"] else "the envelope"
         note = r["counterexample"] + (f"\ntrace: {r['trace']}" if r["trace"] else "")
         table.add_row(r["invariant"], r["kind"], where, r["verdict"], f"{r['seconds']:.1f}",
                       note)

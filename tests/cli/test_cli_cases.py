@@ -13,7 +13,7 @@ import pytest
 
 from verbspec.proofs.report import EXIT_INPUT, EXIT_INTERNAL, EXIT_OK
 from verbspec.proofs.traces import write_trace
-from verbspec.refimpl.cli import check, regions
+from verbspec.refimpl.cli import check, envelope
 from verbspec.refimpl.cli import main as cli
 from verbspec.refimpl.cli.main import main
 from verbspec.spec import protocols
@@ -180,12 +180,12 @@ def test_check_refuses_a_junit_file_that_is_a_directory(tmp_path, capsys, no_run
     assert capsys.readouterr().err == f"verbspec check: --junit {tmp_path}: is a directory\n"
 
 
-def test_regions_refuses_a_bad_trace_dir_before_proving(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(regions, "regions_main", lambda args: pytest.fail("regions ran"))
+def test_envelope_refuses_a_bad_trace_dir_before_proving(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(envelope, "envelope_main", lambda args: pytest.fail("envelope ran"))
     f = tmp_path / "f"
     f.write_text("")
-    assert main(["regions", "--trace-dir", str(f)]) == EXIT_INPUT
-    assert capsys.readouterr().err == (f"verbspec regions: --trace-dir {f}: exists and is not "
+    assert main(["envelope", "--trace-dir", str(f)]) == EXIT_INPUT
+    assert capsys.readouterr().err == (f"verbspec envelope: --trace-dir {f}: exists and is not "
                                        f"a directory\n")
 
 

@@ -286,7 +286,7 @@ def test_fuzz_check_gate_params_refused(scale, capsys, record_property):
     fuzz("check (gate params)", argv, call, 60 * scale, capsys, record_property)
 
 
-def test_fuzz_regions(tmp_path, scale, capsys, record_property):
+def test_fuzz_envelope(tmp_path, scale, capsys, record_property):
     """Window bounds outside 2..2^20 and unusable trace directories (never a full run)."""
     windows = (st.integers(max_value=1) | st.integers(min_value=2**20 + 1)).map(str) | \
         st.text(max_size=6).filter(lambda t: not t.strip().lstrip("-+").isdigit())
@@ -298,8 +298,8 @@ def test_fuzz_regions(tmp_path, scale, capsys, record_property):
     )
 
     def call(args: list[str]) -> tuple[int, str]:
-        code, err = run(["regions", "--quiet", *args])
+        code, err = run(["envelope", "--quiet", *args])
         assert code == 3, (args, err)
         return code, err
 
-    fuzz("regions", argv, call, 60 * scale, capsys, record_property)
+    fuzz("envelope", argv, call, 60 * scale, capsys, record_property)

@@ -1,7 +1,7 @@
 """The z3 model of the gate protocol: cross-checked against the executable spec on random runs
 (one source of truth), its strengthening invariants checked on every state those runs reach,
 proved (the proof at the defaults is in test_method_agreement.py), refuted just outside its
-region."""
+envelope."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from verbspec.refimpl.cli.main import main
 from verbspec.spec.gate.system import INVARIANTS, build
 
 # parameter points the random runs draw from: the defaults, one-chunk vectors, small windows,
-# and points outside the region whose runs end in a violation the model must agree on
+# and points outside the envelope whose runs end in a violation the model must agree on
 POINTS: tuple[dict, ...] = (
     {}, {"vec_bytes": 16384}, {"window": 2}, {"window": 3, "vec_bytes": 100},
     {"window": 1}, {"window": 1, "vec_bytes": 100}, {"rq_depth": 31}, {"sq_depth": 3},

@@ -1,6 +1,7 @@
-"""Proofs over a parameter region (symbolic window, chunks, depths, slot period, workloads with
-drains and big gates); for each condition of the region, the violation just outside it; and
-the limits of the model's transport (wire loss, RC) as the executable spec shows them."""
+"""Proofs over the envelope, the parameters over which the invariants are proved (symbolic
+window, chunks, depths, slot period, workloads with drains and big gates); for each condition of
+the envelope, the violation just outside it; and the limits of the model's transport (wire
+loss, RC) as the executable spec shows them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, replace
 import z3
 
 from verbspec.proofs.gate.abstraction import spec_counterexample
-from verbspec.proofs.gate.bmc import REGION_RUNGS, bmc, replay_on_spec
+from verbspec.proofs.gate.bmc import ENVELOPE_RUNGS, bmc, replay_on_spec
 from verbspec.proofs.gate.induction import houdini
 from verbspec.proofs.gate.lemmas import LEMMAS
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
@@ -23,7 +24,7 @@ from verbspec.spec.lts import Trace
 
 @dataclass(frozen=True)
 class Condition:
-    """One assumption of a region, with the property that fails just outside it."""
+    """One assumption of the envelope, with the property that fails just outside it."""
 
     name: str
     holds: Callable[[Params], z3.BoolRef]
@@ -117,7 +118,7 @@ CONDITIONS: tuple[Condition, ...] = (
 )
 
 
-def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
+def envelope(prm: Params, *, window_max: int | None = 256, skip: str | None = None
            ) -> z3.BoolRef:
     conds = [c.holds(prm) for c in CONDITIONS if c.name != skip]
     conds += [z3.Not(getattr(prm, f)) for f in VARIANT_FLAGS]          # the base protocol
@@ -129,7 +130,7 @@ def region(prm: Params, *, window_max: int | None = 256, skip: str | None = None
     return z3.And(domain(prm), *conds)
 
 
-def region_text(window_max: int | None = 256) -> str:
+def envelope_text(window_max: int | None = 256) -> str:
     w = f"2 <= window <= {window_max}" if window_max else "window >= 2"
     rest = ", ".join(c.name for c in CONDITIONS[1:])
     return (f"{w}, chunks in {{1, 2}}, {rest}, any workload of decode gates, drains and big "
@@ -138,11 +139,11 @@ def region_text(window_max: int | None = 256) -> str:
 
 
 @dataclass(frozen=True)
-class RegionRow:
-    """A proof over the region, or, for a condition of it, the violation just outside."""
+class EnvelopeRow:
+    """A proof over the envelope, or, for a condition of it, the violation just outside."""
 
     invariant: str
-    region: str
+    envelope: str
     verdict: str
     seconds: float
     counterexample: str = ""    # for a necessary condition: the run just outside it
@@ -182,7 +183,7 @@ LIMITS: tuple[Limit, ...] = (
 
 
 def limit_rows(progress: Callable[[str], None] | None = None,
-               limits: Sequence[Limit] = LIMITS) -> list[RegionRow]:
+               limits: Sequence[Limit] = LIMITS) -> list[EnvelopeRow]:
     """Each limit: the spec's shortest run to the invariant it breaks (with its trace), or
     the fixpoint of its instance (proved for that instance, or the first violation)."""
     from verbspec.proofs.search import bounded_search
@@ -208,7 +209,7 @@ def limit_rows(progress: Callable[[str], None] | None = None,
                     f"spec: no violation to depth {res.depth} ({res.states} states, budget "
                     f"reached)")
             invariant = "every invariant"
-        rows.append(RegionRow(invariant, where, verdict, res.seconds, note, lim.name,
+        rows.append(EnvelopeRow(invariant, where, verdict, res.seconds, note, lim.name,
                               res.trace, limit=True,
                               want="violated" if lim.breaks else "proved"))
         if progress:
@@ -216,10 +217,10 @@ def limit_rows(progress: Callable[[str], None] | None = None,
     return rows
 
 
-def region_table(*, window_max: int | None = 256,
-                 progress: Callable[[str], None] | None = None) -> list[RegionRow]:
-    """Every invariant over the whole region (symbolic window, chunks, depths, slot period,
-    workloads with or without big gates), then, for each condition of the region, a
+def envelope_table(*, window_max: int | None = 256,
+                 progress: Callable[[str], None] | None = None) -> list[EnvelopeRow]:
+    """Every invariant over the whole envelope (symbolic window, chunks, depths, slot period,
+    workloads with or without big gates), then, for each condition of the envelope, a
     counterexample just outside it: the shortest run of the executable spec (breadth-first)
     that breaks the property the condition guards, with every step checked against the model;
     and the model's own BMC, to the last rung where the spec's run is short enough for it (the
@@ -227,12 +228,12 @@ def region_table(*, window_max: int | None = 256,
     either). Last, the rows of LIMITS."""
     from verbspec.spec.gate.system import build
 
-    # the region is the base protocol (big gates or not)
+    # the envelope is the base protocol (big gates or not)
     prm = replace(fresh_params(), depth_mismatch=z3.BoolVal(False))
-    text = region_text(window_max)
-    found = houdini(prm, lambda q: region(q, window_max=window_max), (1, 2),
+    text = envelope_text(window_max)
+    found = houdini(prm, lambda q: envelope(q, window_max=window_max), (1, 2),
                     progress=progress)
-    rows = [RegionRow(n, text, found[n].verdict, found[n].seconds)
+    rows = [EnvelopeRow(n, text, found[n].verdict, found[n].seconds)
             for n in (*PROPERTIES, *CONSEQUENCES, *LEMMAS)]
     for cond in CONDITIONS:
         t0 = time.perf_counter()
@@ -251,8 +252,8 @@ def region_table(*, window_max: int | None = 256,
         point = param_terms(params_of(system.params))
         # a run past the last rung cannot be found by the model's BMC: a shallow rung still
         # checks the model has no shorter run than the spec's
-        rungs = (REGION_RUNGS if run is None or run.moves <= REGION_RUNGS[-1]
-                 else REGION_RUNGS[:1])
+        rungs = (ENVELOPE_RUNGS if run is None or run.moves <= ENVELOPE_RUNGS[-1]
+                 else ENVELOPE_RUNGS[:1])
         ce = bmc(point, domain(point), cond.breaks, rungs)
         if ce is not None:
             hit = replay_on_spec(system, ce.moves)
@@ -260,7 +261,7 @@ def region_table(*, window_max: int | None = 256,
                          f"spec: {hit[1] if hit else 'not confirmed'}")
         else:
             notes.append(f"model BMC: no run of <= {rungs[-1]} steps")
-        rows.append(RegionRow(cond.breaks, where, verdict, time.perf_counter() - t0,
+        rows.append(EnvelopeRow(cond.breaks, where, verdict, time.perf_counter() - t0,
                               "; ".join(notes), cond.name, run.trace if run else None,
                               want="violated"))
         if progress:
