@@ -185,7 +185,9 @@ class TagmatchRun:
 
 
 @dataclass(frozen=True)
-class RankOutcome:
+class ProgramOutcome:
+    """One rank's C program as it ended (the library's forked ranks end as a RankOutcome)."""
+
     rank: int
     returncode: int
     result: dict[str, Any] | None       # the rank's JSON (None: it printed none)
@@ -194,7 +196,7 @@ class RankOutcome:
 
 @dataclass(frozen=True)
 class PairOutcome:
-    ranks: tuple[RankOutcome, RankOutcome]
+    ranks: tuple[ProgramOutcome, ProgramOutcome]
     merged: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -289,7 +291,7 @@ def pair_outcome(sections: dict[tuple[str, int], tuple[int, str, str]], tag: str
         if (tag, r) not in sections:
             raise VerbsRunError(f"rank {r}'s section '{tag}' is missing from the guest's output")
         rc, out, err = sections[(tag, r)]
-        ranks.append(RankOutcome(r, rc, _json_line(out), err))
+        ranks.append(ProgramOutcome(r, rc, _json_line(out), err))
     a, b = ranks[0].result, ranks[1].result
     return PairOutcome((ranks[0], ranks[1]), merger(a, b) if a and b else {})
 
@@ -381,7 +383,7 @@ def bench_verbs(guest_run: Runner, binary: Path, plan: BenchPlan) -> dict[str, A
             "seconds": round(res.seconds, 1)}
 
 
-def _why(ranks: Sequence[RankOutcome]) -> str:
+def _why(ranks: Sequence[ProgramOutcome]) -> str:
     return "; ".join(f"rank {r.rank} exit {r.returncode}: "
                      f"{(r.result or {}).get('error') or r.stderr.strip()[-300:]}" for r in ranks)
 
