@@ -83,4 +83,6 @@ def test_the_suite_covers_the_engines_branches(capsys):
         assert f["branch_pct"] >= BRANCH_FLOOR[name], (name, f["branch_pct"])
         assert f["line_pct"] >= LINE_FLOOR[name], (name, f["line_pct"])
     assert out["drive"]["allocation_failures"]["tagmatch"] > 1_000
+    # every edge of every tag-matching sweep configuration conformed
+    assert out["drive"]["tagmatch_edges"] == 291_428
     assert out["drive"]["tests"] == 0
