@@ -217,25 +217,43 @@ def limit_rows(progress: Callable[[str], None] | None = None,
     return rows
 
 
-def envelope_table(*, window_max: int | None = 256,
-                 progress: Callable[[str], None] | None = None) -> list[EnvelopeRow]:
-    """Every invariant over the whole envelope (symbolic window, chunks, depths, slot period,
-    workloads with or without big gates), then, for each condition of the envelope, a
-    counterexample just outside it: the shortest run of the executable spec (breadth-first)
-    that breaks the property the condition guards, with every step checked against the model;
-    and the model's own BMC, to the last rung where the spec's run is short enough for it (the
-    model's run replayed on the spec), else to the first (the model has no shorter run
-    either). Last, the rows of LIMITS."""
-    from verbspec.spec.gate.system import build
+PARTS = ("proofs", "outside", "limits")
 
+
+def envelope_table(*, window_max: int | None = 256, parts: Sequence[str] = PARTS,
+                   progress: Callable[[str], None] | None = None) -> list[EnvelopeRow]:
+    """The table's rows, in the order of ``parts``: ``proofs``, every invariant over the whole
+    envelope (proof_rows); ``outside``, each condition shown necessary just outside it
+    (outside_rows); ``limits``, the rows of LIMITS (limit_rows)."""
+    make = {"proofs": lambda: proof_rows(window_max, progress),
+            "outside": lambda: outside_rows(progress), "limits": lambda: limit_rows(progress)}
+    return [row for part in parts for row in make[part]()]
+
+
+def proof_rows(window_max: int | None = 256,
+               progress: Callable[[str], None] | None = None) -> list[EnvelopeRow]:
+    """Every invariant over the whole envelope (symbolic window, chunks, depths, slot period,
+    workloads with or without big gates)."""
     # the envelope is the base protocol (big gates or not)
     prm = replace(fresh_params(), depth_mismatch=z3.BoolVal(False))
     text = envelope_text(window_max)
     found = houdini(prm, lambda q: envelope(q, window_max=window_max), (1, 2),
                     progress=progress)
-    rows = [EnvelopeRow(n, text, found[n].verdict, found[n].seconds)
+    return [EnvelopeRow(n, text, found[n].verdict, found[n].seconds)
             for n in (*PROPERTIES, *CONSEQUENCES, *LEMMAS)]
-    for cond in CONDITIONS:
+
+
+def outside_rows(progress: Callable[[str], None] | None = None,
+                 conditions: Sequence[Condition] = CONDITIONS) -> list[EnvelopeRow]:
+    """For each condition of the envelope, a counterexample just outside it: the shortest run
+    of the executable spec (breadth-first) that breaks the property the condition guards,
+    with every step checked against the model; and the model's own BMC, to the last rung
+    where the spec's run is short enough for it (the model's run replayed on the spec), else
+    to the first (the model has no shorter run either)."""
+    from verbspec.spec.gate.system import build
+
+    rows = []
+    for cond in conditions:
         t0 = time.perf_counter()
         where = f"outside: not ({cond.name}), e.g. {cond.example}"
         values = {"faults": 0, "big_gates": 0, **cond.example}
@@ -266,4 +284,4 @@ def envelope_table(*, window_max: int | None = 256,
                               want="violated"))
         if progress:
             progress(f"{cond.name}: {verdict}")
-    return rows + limit_rows(progress)
+    return rows

@@ -239,18 +239,19 @@ def print_replay(verdict: str) -> None:
 
 
 # ------------------------------------------------------------------------------ envelope
-def print_envelope(rows: list[dict[str, Any]], envelope: str, domain: str, scope: str,
-                   seconds: float, code: int, as_json: bool) -> None:
-    """The envelope table: each invariant's proof over the envelope and each condition's
-    violation just outside it."""
+def print_envelope(rows: list[dict[str, Any]], parts: list[str], envelope: str, domain: str,
+                   scope: str, seconds: float, code: int, as_json: bool) -> None:
+    """The envelope table (the ``parts`` asked for): each invariant's proof over the envelope,
+    each condition's violation just outside it, the limits."""
     if as_json:
-        print(json.dumps({"envelope": envelope, "domain": domain, "scope": scope, "rows": rows,
-                          "seconds": round(seconds, 3)}, indent=1))
+        print(json.dumps({"envelope": envelope, "domain": domain, "scope": scope,
+                          "parts": parts, "rows": rows, "seconds": round(seconds, 3)},
+                         indent=1))
         return
     console = Console(file=sys.stdout, width=max(Console().width, 140))
     console.print(f"[bold]envelope[/]: {envelope}\n"
                   f"[bold]domain[/]: {domain}\n[bold]scope[/]: {scope}")
-    table = Table(title="verbspec envelope (gate)")
+    table = Table(title=f"verbspec envelope (gate): {', '.join(parts)}")
     for col in ("invariant", "kind", "where", "verdict", "s", "counterexample / trace"):
         table.add_column(col, overflow="fold")
     for r in rows:

@@ -5,9 +5,9 @@ length.
 Each method's verdicts are held on their own elsewhere: every variant refuted by exploration
 (test_gate_check.py) and by bmc with its exact invariant and shortest length (test_gate_bmc.py),
 the base protocol holding under both at the defaults, the decode scope proved
-(test_gate_z3.py). Here one variant is run by all three methods in the decode scope, where
-prove's model reaches; the base protocol is proved at the defaults; and prove, outside its
-model, says so for every variant instead of guessing."""
+(test_gate_z3.py), and the whole envelope, the defaults in it (tests/cli/test_envelope.py).
+Here one variant is run by all three methods in the decode scope, where prove's model
+reaches, and prove, outside its model, says so for every variant instead of guessing."""
 
 from __future__ import annotations
 
@@ -76,17 +76,3 @@ def test_outside_its_model_prove_says_so_for_every_variant(variant, tmp_path):
     assert [r.invariant for r in results] == list(gate_system.INVARIANTS)
     assert all(r.verdict == "inconclusive" and "the z3 model covers" in r.detail
                for r in results)
-
-
-def test_the_base_protocol_is_proved_at_the_defaults(tmp_path):
-    """ds4's constants, big gates in the workload (every size) and faults: the suite's proof at
-    the defaults (explore and bmc hold there in test_gate_check.py and test_gate_bmc.py). The
-    drain, the header exchange, staging windows, the wrapping barrier tag, crashes, error
-    completions and dead peers are all in it."""
-    prove = _run("prove", {}, (), tmp_path)
-    assert [r.invariant for r in prove] == list(gate_system.INVARIANTS)
-    assert all(r.verdict == "proved" for r in prove), [(r.invariant, r.detail) for r in prove
-                                                        if r.verdict != "proved"]
-    assert all(name in prove[0].detail for name in ("big_chunks_aligned", "barrier_tags",
-                                                    "drain_counts", "counters_exact",
-                                                    "faults_recorded"))
