@@ -31,46 +31,11 @@ from verbspec.refimpl.engines.gate_engine import (
 )
 from verbspec.spec.gate.constants import BUFFERS
 from verbspec.spec.gate.params import GateConfig
-from verbspec.spec.gate.state import (
-    ARM_BAR_READ,
-    ARM_BAR_SEND,
-    ARM_POST,
-    BATCH_HDR_READ,
-    BATCH_HDR_SEND,
-    BIG_BAR_READ,
-    BIG_BAR_SEND,
-    BIG_BEGIN,
-    BIG_HDR_READ,
-    BIG_HDR_SEND,
-    BIG_POST,
-    BIG_XFER,
-    BLOCK_BAR_READ,
-    BLOCK_BAR_SEND,
-    BLOCK_END,
-    BLOCK_HDR_READ,
-    BLOCK_HDR_SEND,
-    BLOCK_POST,
-    BLOCK_SEND,
-    BLOCK_WAIT,
-    CRASHED,
-    DRAIN_POST,
-    DRAIN_WAIT,
-    FAILED,
-    HOLD,
-    IDLE,
-    INIT,
-    SEND,
-    WAIT,
-)
+from verbspec.spec.gate.state import PHASES
 from verbspec.spec.gate.wire import Hello, TcpItem
 
-# the C engine's vs_gate_phase and vs_gate_buf, in enum order (native/generated/
-# spec_constants.h's VS_SPEC_GATE_PHASE_NAMES and VS_SPEC_GATE_BUF_NAMES are written from these)
-PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
-          DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
-          BIG_BAR_READ, BIG_XFER, BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST, BLOCK_BAR_SEND,
-          BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT, BLOCK_END, BATCH_HDR_SEND, BATCH_HDR_READ,
-          FAILED, CRASHED)
+# the C engine's vs_gate_phase and vs_gate_buf are numbered in the order of the spec's PHASES
+# and BUFFERS (native/generated/spec_constants.h is written from them)
 BUFS = BUFFERS
 STEPS = (SETUP, CALL, ADVANCE, READ, POLL, DEAD)      # by vs_gate_step
 BYTE, HEADER, BLOCK, BATCH = "byte", "header", "block", "batch"     # TcpItem kinds

@@ -42,6 +42,13 @@ BLOCK_BAR_SEND, BLOCK_BAR_READ = "block_barrier_write", "block_barrier_read"
 BLOCK_SEND, BLOCK_WAIT, BLOCK_END = "block_send", "block_wait", "block_end"
 BATCH_HDR_SEND, BATCH_HDR_READ = "batch_header_write", "batch_header_read"
 FAILED, CRASHED = "failed", "crashed"
+# every phase once, in the order the native engines number them (native/generated/
+# spec_constants.h's VS_SPEC_GATE_PHASE_NAMES is written from it)
+PHASES = (INIT, IDLE, HOLD, ARM_POST, ARM_BAR_SEND, ARM_BAR_READ, SEND, WAIT, DRAIN_POST,
+          DRAIN_WAIT, BIG_HDR_SEND, BIG_HDR_READ, BIG_BEGIN, BIG_POST, BIG_BAR_SEND,
+          BIG_BAR_READ, BIG_XFER, BLOCK_HDR_SEND, BLOCK_HDR_READ, BLOCK_POST, BLOCK_BAR_SEND,
+          BLOCK_BAR_READ, BLOCK_SEND, BLOCK_WAIT, BLOCK_END, BATCH_HDR_SEND, BATCH_HDR_READ,
+          FAILED, CRASHED)
 
 # phases that poll the CQ
 REAP_PHASES = frozenset({WAIT, DRAIN_WAIT, BIG_XFER, BLOCK_WAIT, BLOCK_END})

@@ -46,6 +46,10 @@ def test_each_condition_is_refuted_just_outside_and_each_limit_shown(tmp_path, c
     for row, cond in zip(outside, CONDITIONS, strict=True):
         assert row["verdict"] == "violated" and row["invariant"] == cond.breaks
         assert "model admits every step: True" in row["counterexample"]
+        # the model's own BMC: no shorter run, and a run it finds is one the spec takes
+        assert "not confirmed" not in row["counterexample"]
+        if cond.name.startswith("rq_depth"):
+            assert "model BMC: run of " in row["counterexample"], row["counterexample"]
         _, moves = read_moves(row["trace"])
         if cond.example.get("big_gates"):
             # a condition the envelope adds for drains and big gates: the run goes through a

@@ -40,7 +40,13 @@ def test_every_variant_has_an_expectation():
     assert set(BREAKS) == {v.name for v in VARIANTS}
 
 
-@pytest.mark.parametrize("variant", sorted(BREAKS))
+# the two whose runs go through a big gate of 65 chunks or a drain then a big gate take a
+# minute or more each: the slow tier's
+SLOW = {"depth-mismatch", "drain-without-rendezvous"}
+
+
+@pytest.mark.parametrize("variant", [
+    pytest.param(v, marks=[pytest.mark.slow] if v in SLOW else []) for v in sorted(BREAKS)])
 def test_exploration_refutes_each_variant_with_a_replayable_trace(variant, tmp_path, capsys):
     code, doc = check(capsys, "--method", "explore", "--variant", variant,
                       *NEEDS.get(variant, ()), "--trace-dir", str(tmp_path))
@@ -64,13 +70,11 @@ def test_no_barrier_shrinks_to_a_handful_of_steps(tmp_path, capsys):
     assert len(moves) <= 7
 
 
-# the two slowest configurations (about a minute and a half each) run in the slow tier
+# points the envelope's proof covers (another window, slot schedule, receive depth, one-chunk
+# vectors: tests/cli/test_envelope.py) are not explored again here; RC and signalled
+# completions are outside it
 @pytest.mark.parametrize("params", [
-    (), ("faults=0",), ("qp_type=rc",),
-    pytest.param(("gates_per_token=2", "n_slots=2"), marks=pytest.mark.slow),
-    pytest.param(("vec_bytes=16384",), marks=pytest.mark.slow),
-    ("window=2",), ("slot_mask=11", "gates_per_token=3", "n_slots=4"),
-    ("unsignaled_completions=0",), ("rq_depth=32",),
+    (), ("faults=0",), ("qp_type=rc",), ("unsignaled_completions=0",),
 ])
 def test_base_protocol_holds_under_exploration(params, tmp_path, capsys):
     flags = [f for p in params for f in ("--param", p)]

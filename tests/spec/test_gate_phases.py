@@ -68,3 +68,10 @@ def test_a_move_off_the_graph_is_refused_as_a_spec_bug():
     s = build({}).initial()
     with pytest.raises(AssertionError, match="not an edge of NEXT_PHASES"):
         spec._put(s, 0, phase="big_xfer")
+
+
+def test_the_phase_list_names_each_phase_of_the_graph_once():
+    from verbspec.spec.gate.state import PHASES
+
+    assert len(set(PHASES)) == len(PHASES)
+    assert set(PHASES) == set(NEXT_PHASES) | {p for nxt in NEXT_PHASES.values() for p in nxt}
