@@ -35,6 +35,7 @@ def test_every_invariant_is_proved_over_the_envelope(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_each_condition_is_refuted_just_outside_and_each_limit_shown(tmp_path, capsys):
     code, doc = envelope(capsys, "--part", "limits", "--part", "outside",
                          "--trace-dir", str(tmp_path))
