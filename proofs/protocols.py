@@ -15,7 +15,7 @@ from typing import Any
 from verbspec.proofs.report import Result
 
 Values = Mapping[str, Any]
-# (values, variants, *, progress, trace_dir) -> one Result per invariant
+# (values, variants, *, progress, trace_dir, solver_limit) -> one Result per invariant
 Prover = Callable[..., list[Result]]
 # (values, variants) -> why the prover cannot decide this configuration, or None
 Scope = Callable[[Values, Sequence[str]], "str | None"]

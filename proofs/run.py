@@ -52,6 +52,7 @@ class Options:
     progress: Callable[[str], None] | None = None
     hypothesis_dir: Path | None = None       # explore: Hypothesis's storage (None: temporary)
     profile: Profile | None = None           # bmc per invariant; violations name variants
+    solver_limit: int | None = None          # prove: z3's rlimit per query (None: calibrated)
 
 
 # `verbspec check`'s bounded checks of a protocol whose proof runs beside them: a cross-check
@@ -332,7 +333,7 @@ def run_method(protocol: str, method: str, values: dict[str, Any],
             raise MethodUnavailable(f"method prove is not available for protocol "
                                     f"{protocol} yet")
         return checks.prove(values, variants, progress=opts.progress,
-                            trace_dir=opts.trace_dir)
+                            trace_dir=opts.trace_dir, solver_limit=opts.solver_limit)
     else:
         raise MethodUnavailable(f"unknown method {method!r}")
     if opts.profile is None:
@@ -387,11 +388,12 @@ def needed_variants(protocol: str, values: dict[str, Any], variants: Sequence[st
 
 
 def _prove_in_child(protocol: str, values: dict[str, Any], variants: tuple[str, ...],
-                    trace_dir: Path, out: Any) -> None:
+                    trace_dir: Path, solver_limit: int | None, out: Any) -> None:
     """A spawned process's work: the prover's results (or what stopped it) on ``out``, after
     its progress notes."""
     try:
-        opts = Options(trace_dir=trace_dir, progress=lambda text: out.put(("note", text)))
+        opts = Options(trace_dir=trace_dir, progress=lambda text: out.put(("note", text)),
+                       solver_limit=solver_limit)
         out.put(("results", run_method(protocol, "prove", values, variants, opts)))
     except BaseException as e:      # the parent says what failed; this process just ends
         out.put(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc()}"))
@@ -409,7 +411,7 @@ class ProverApart:
         self._out = ctx.Queue()
         self._child = ctx.Process(target=_prove_in_child, name=f"verbspec-{protocol}-prove",
                                   args=(protocol, dict(values), tuple(variants),
-                                        opts.trace_dir, self._out))
+                                        opts.trace_dir, opts.solver_limit, self._out))
         self._child.start()
         self._final: list[tuple[str, Any]] = []
         self._reader = threading.Thread(target=self._relay, args=(opts.progress,),

@@ -13,6 +13,7 @@ from verbspec.proofs.gate.moves import initial, move
 from verbspec.proofs.gate.properties import PROPERTIES
 from verbspec.proofs.gate.terms import fresh_choice, fresh_state
 from verbspec.proofs.gate.vocabulary import ACTIONS, Params
+from verbspec.proofs.solving import Limit
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,16 @@ class Counterexample:
     seconds: float
 
 
+@dataclass(frozen=True)
+class NoAnswer:
+    """z3 gave no answer at an unrolling (its resource limit, see proofs/solving.py): runs of
+    up to the previous rung are ruled out, longer ones are not."""
+
+    prop: str
+    bound: int                      # the unrolling without an answer
+    reason: str
+
+
 RUNGS = (4, 8, 16)     # the unrollings searched, shallow first
 # the envelope table's cross-check of short runs (see envelope.envelope_table): deep enough for
 # the short runs just outside the envelope, shallow enough to stay cheap
@@ -31,17 +42,19 @@ ENVELOPE_RUNGS = (4, 8)
 
 
 def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS,
-        timeout_ms: int = 60_000) -> Counterexample | None:
+        limit: Limit | None = None) -> Counterexample | NoAnswer | None:
     """A run of the abstract model that breaks ``prop`` while the other properties hold on the
     way, searched at increasing unrollings. Each step may stutter, so an unrolling of k finds
     every run of at most k moves and an unsat rung proves none is that short. Each rung is a
     fresh QF_BV query, so that z3 preprocesses the whole unrolling before bit-blasting it
-    (its incremental mode does not)."""
+    (its incremental mode does not). None: no run at any rung; NoAnswer: z3 gave none at a
+    rung."""
     t0 = time.perf_counter()
     options = [(a, r) for a in ACTIONS for r in (0, 1)]
+    limit = limit or Limit()
     for k in rungs:
         solver = z3.SolverFor("QF_BV")
-        solver.set("timeout", timeout_ms)
+        limit.apply(solver)
         states = [fresh_state("b0")]
         solver.add(assume, initial(states[0]))
         sels = []
@@ -66,7 +79,7 @@ def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS
             moves = [options[j] for j in picks if j < len(options)]
             return Counterexample(prop, len(moves), k, moves, time.perf_counter() - t0)
         if res == z3.unknown:
-            return None
+            return NoAnswer(prop, k, limit.why(solver.reason_unknown()))
     return None
 
 

@@ -12,13 +12,14 @@ from dataclasses import dataclass, replace
 import z3
 
 from verbspec.proofs.gate.abstraction import spec_counterexample
-from verbspec.proofs.gate.bmc import ENVELOPE_RUNGS, bmc, replay_on_spec
+from verbspec.proofs.gate.bmc import ENVELOPE_RUNGS, NoAnswer, bmc, replay_on_spec
 from verbspec.proofs.gate.induction import houdini
 from verbspec.proofs.gate.lemmas import LEMMAS
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
 from verbspec.proofs.gate.terms import big_window, fresh_params, times_c, umax, wc32, z64
 from verbspec.proofs.gate.vocabulary import VARIANT_FLAGS, Params
+from verbspec.proofs.solving import Limit as SolverLimit
 from verbspec.spec.lts import Trace
 
 
@@ -221,30 +222,35 @@ PARTS = ("proofs", "outside", "limits")
 
 
 def envelope_table(*, window_max: int | None = 256, parts: Sequence[str] = PARTS,
-                   progress: Callable[[str], None] | None = None) -> list[EnvelopeRow]:
+                   progress: Callable[[str], None] | None = None,
+                   solver_limit: int | None = None) -> list[EnvelopeRow]:
     """The table's rows, in the order of ``parts``: ``proofs``, every invariant over the whole
     envelope (proof_rows); ``outside``, each condition shown necessary just outside it
-    (outside_rows); ``limits``, the rows of LIMITS (limit_rows)."""
-    make = {"proofs": lambda: proof_rows(window_max, progress),
-            "outside": lambda: outside_rows(progress), "limits": lambda: limit_rows(progress)}
+    (outside_rows); ``limits``, the rows of LIMITS (limit_rows). ``solver_limit`` is z3's
+    resource limit per query (None: RLIMIT)."""
+    limit = SolverLimit(solver_limit) if solver_limit else None
+    make = {"proofs": lambda: proof_rows(window_max, progress, limit),
+            "outside": lambda: outside_rows(progress, limit=limit),
+            "limits": lambda: limit_rows(progress)}
     return [row for part in parts for row in make[part]()]
 
 
-def proof_rows(window_max: int | None = 256,
-               progress: Callable[[str], None] | None = None) -> list[EnvelopeRow]:
+def proof_rows(window_max: int | None = 256, progress: Callable[[str], None] | None = None,
+               limit: SolverLimit | None = None) -> list[EnvelopeRow]:
     """Every invariant over the whole envelope (symbolic window, chunks, depths, slot period,
     workloads with or without big gates)."""
     # the envelope is the base protocol (big gates or not)
     prm = replace(fresh_params(), depth_mismatch=z3.BoolVal(False))
     text = envelope_text(window_max)
-    found = houdini(prm, lambda q: envelope(q, window_max=window_max), (1, 2),
+    found = houdini(prm, lambda q: envelope(q, window_max=window_max), (1, 2), limit,
                     progress=progress)
     return [EnvelopeRow(n, text, found[n].verdict, found[n].seconds)
             for n in (*PROPERTIES, *CONSEQUENCES, *LEMMAS)]
 
 
 def outside_rows(progress: Callable[[str], None] | None = None,
-                 conditions: Sequence[Condition] = CONDITIONS) -> list[EnvelopeRow]:
+                 conditions: Sequence[Condition] = CONDITIONS, limit: SolverLimit | None = None
+                 ) -> list[EnvelopeRow]:
     """For each condition of the envelope, a counterexample just outside it: the shortest run
     of the executable spec (breadth-first) that breaks the property the condition guards,
     with every step checked against the model; and the model's own BMC, to the last rung
@@ -272,8 +278,10 @@ def outside_rows(progress: Callable[[str], None] | None = None,
         # checks the model has no shorter run than the spec's
         rungs = (ENVELOPE_RUNGS if run is None or run.moves <= ENVELOPE_RUNGS[-1]
                  else ENVELOPE_RUNGS[:1])
-        ce = bmc(point, domain(point), cond.breaks, rungs)
-        if ce is not None:
+        ce = bmc(point, domain(point), cond.breaks, rungs, limit)
+        if isinstance(ce, NoAnswer):
+            notes.append(f"model BMC: no answer at unrolling {ce.bound} ({ce.reason})")
+        elif ce is not None:
             hit = replay_on_spec(system, ce.moves)
             notes.append(f"model BMC: run of {ce.depth} moves (unrolling {ce.bound}), on the "
                          f"spec: {hit[1] if hit else 'not confirmed'}")

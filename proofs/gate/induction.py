@@ -50,29 +50,30 @@ from verbspec.proofs.gate.vocabulary import (
 )
 from verbspec.proofs.gate.widening import post_state, widened
 from verbspec.proofs.report import Obligation, Result
-from verbspec.proofs.solving import Answer, Solvers, default_workers, query
+from verbspec.proofs.solving import Answer, Limit, Solvers, default_workers, query
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.gate.params import RANK1_OWN, GateConfig
 from verbspec.spec.gate.variants import NO_SEQ_CHECK, SIGNAL_LAST_ONLY
 
 
-def _valid(claim: z3.BoolRef, timeout_ms: int) -> bool:
+def _valid(claim: z3.BoolRef, limit: Limit) -> bool:
     solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    limit.apply(solver)
     solver.add(z3.Not(claim))
     return solver.check() == z3.unsat
 
 
-def rank_symmetric(prm: Params, timeout_ms: int = 20_000) -> bool:
+def rank_symmetric(prm: Params, limit: Limit | None = None) -> bool:
     """The model is symmetric in the ranks: every invariant gives the same verdict on a state
     and on its mirror, and rank 1's moves are rank 0's on mirrored states. Then consecution
     needs checking for rank 0's moves only (a rank-1 step is a mirrored rank-0 step)."""
     s, t, ch = fresh_state("s"), fresh_state("t"), fresh_choice("s")
     ms, mt, mch = s.swapped(), t.swapped(), ch.swapped()
+    limit = limit or Limit()
     for inv in (*ALL_INVARIANTS.values(), *CONSEQUENCES.values()):
-        if not _valid(inv(s, prm) == inv(ms, prm), timeout_ms):
+        if not _valid(inv(s, prm) == inv(ms, prm), limit):
             return False
-    return all(_valid(move(a, 1, s, t, prm, ch) == move(a, 0, ms, mt, prm, mch), timeout_ms)
+    return all(_valid(move(a, 1, s, t, prm, ch) == move(a, 0, ms, mt, prm, mch), limit)
                for a in ACTIONS)
 
 
@@ -155,7 +156,7 @@ def _cases(a: str, s: State, r: int, guard: z3.BoolRef) -> list[Case]:
     """The cases consecution of action a by rank r is asked in; raises if the move's guard
     does not imply that one of them holds."""
     cases = CASES[a].cases(s, r)
-    if not _valid(z3.Implies(guard, z3.Or([c for _, c in cases])), 20_000):
+    if not _valid(z3.Implies(guard, z3.Or([c for _, c in cases])), Limit()):
         raise AssertionError(f"the cases of {a}({r}) do not cover its guard")
     return cases
 
@@ -211,7 +212,7 @@ def induction(prm: Params, assume: Callable[[Params], z3.BoolRef],
     the move."""
     table = table or ALL_INVARIANTS
     shared = LEMMAS if table is ALL_INVARIANTS else table
-    names = list(names or table)
+    names = list(table if names is None else names)
     s, ch = fresh_state("s"), fresh_choice("s")
     sv = s.as_dict()
     sub = _quiet_sub(s, quiet, names)
@@ -347,7 +348,7 @@ def implied_later(prm: Params, assume: Callable[[Params], z3.BoolRef],
 
 # ---------------------------------------------------------------------------- entry points
 def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterable[int],
-            timeout_ms: int = 120_000, progress: Callable[[str], None] | None = None,
+            limit: Limit | None = None, progress: Callable[[str], None] | None = None,
             workers: int | None = None) -> dict[str, Obligation]:
     """The largest subset of the named invariants that is inductive on its own: drop every
     invariant whose base or consecution fails, and repeat relative to those left. Then each
@@ -357,8 +358,8 @@ def houdini(prm: Params, assume: Callable[[Params], z3.BoolRef], chunks: Iterabl
     chunks = tuple(chunks)
     dropped: dict[str, Obligation] = {}
     spent = dict.fromkeys(keep, 0.0)
-    ranks = (0,) if rank_symmetric(prm) else (0, 1)
-    with Solvers(workers, timeout_ms) as pool:
+    ranks = (0,) if rank_symmetric(prm, limit) else (0, 1)
+    with Solvers(workers, limit) as pool:
         # a decode-only workload: once decode_only is inductive on its own, the big-gate
         # variables may be taken as zero everywhere else
         quiet = (z3.is_false(z3.simplify(prm.big_gates)) and all(
@@ -431,15 +432,16 @@ def _refinement_alongside() -> Iterator[Future[refinement.Refinement]]:
 
 
 def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
-          progress: Callable[[str], None] | None = None, trace_dir: Path | None = None
-          ) -> list[Result]:
+          progress: Callable[[str], None] | None = None, trace_dir: Path | None = None,
+          solver_limit: int | None = None) -> list[Result]:
     """Every invariant of the gate system for one configuration, by induction on the model
     with the parameters as given (unbounded in seq, for the configured workload).
 
     An invariant whose proof fails is searched for a shortest run of the executable spec that
     breaks it, every step checked against the model: 'violated' (with the ITF trace) when one
     exists, otherwise 'inconclusive' with the counterexample to induction. A configuration
-    outside the model's scope is 'inconclusive' throughout, saying why."""
+    outside the model's scope is 'inconclusive' throughout, saying why. ``solver_limit`` is
+    z3's resource limit per query (None: RLIMIT)."""
     from verbspec.spec.gate.system import INVARIANTS, build
 
     system = build(values, variants)
@@ -458,7 +460,9 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
         prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
         # (a check already done, on one core, that diverged spares the induction)
         diverged = pending.done() and pending.result().divergence is not None
-        found = {} if diverged else houdini(prm, domain, (cfg.chunks,), progress=progress)
+        limit = Limit(solver_limit) if solver_limit else None
+        found = {} if diverged else houdini(prm, domain, (cfg.chunks,), limit,
+                                            progress=progress)
         ref = pending.result()
     if ref.divergence is not None:
         path = (save_counterexample(ref.trace, trace_dir, "prove")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import z3
 
 from verbspec.proofs.report import Obligation
+from verbspec.proofs.solving import QUANTIFIED_RLIMIT, Limit
 from verbspec.spec.tagmatch import lists as tm
 
 ANY = tm.ANY
@@ -136,34 +137,38 @@ def no_matching_pair(posted: Lists, unexp: Lists) -> z3.BoolRef:
 
 
 # The queries quantify over list positions, where z3's instantiation is heuristic: an answer
-# "unknown" is retried under other random seeds before it is reported.
+# "unknown" is retried under other random seeds before it is reported, each seed within its
+# own resource limit (calibrated in docs/benchmarks.md, "Solver limits").
 SEEDS = (0, 1, 2, 3)
+QUANTIFIED = Limit(rlimit=QUANTIFIED_RLIMIT)
 
 
-def solve(formula: z3.BoolRef, timeout_ms: int) -> tuple[z3.CheckSatResult, str]:
-    """z3's answer for ``formula`` and, when it has none, why."""
+def solve(formula: z3.BoolRef, limit: Limit | None = None) -> tuple[z3.CheckSatResult, str]:
+    """z3's answer for ``formula`` and, when it has none, why (each seed within ``limit``,
+    by default QUANTIFIED)."""
+    limit = limit or QUANTIFIED
     why = ""
     for seed in SEEDS:
         s = z3.Solver()
-        s.set("timeout", timeout_ms)
+        limit.apply(s)
         s.set("random_seed", seed)
         s.add(formula)
         res = s.check()
         if res != z3.unknown:
             return res, ""
-        why = s.reason_unknown()
-    return z3.unknown, f"z3: {why} (seeds {SEEDS})"
+        why = limit.why(s.reason_unknown())
+    return z3.unknown, f"{why} (seeds {SEEDS})"
 
 
-def obligation(name: str, hyp: z3.BoolRef, timeout_ms: int) -> Obligation:
+def obligation(name: str, hyp: z3.BoolRef, limit: Limit | None = None) -> Obligation:
     """``hyp`` (a negated claim) as an obligation: proved when z3 finds it unsatisfiable."""
     t0 = time.perf_counter()
-    res, why = solve(hyp, timeout_ms)
+    res, why = solve(hyp, limit)
     verdict = "proved" if res == z3.unsat else "violated" if res == z3.sat else "unknown"
     return Obligation(name, verdict, time.perf_counter() - t0, why)
 
 
-def prove_no_matching_pair(timeout_ms: int = 60_000, steps: dict | None = None
+def prove_no_matching_pair(limit: Limit | None = None, steps: dict | None = None
                            ) -> list[Obligation]:
     """Base case and one consecution obligation per step; each is a negated implication
     that z3 must find unsatisfiable. ``steps`` replaces the step relations (name -> function
@@ -176,15 +181,15 @@ def prove_no_matching_pair(timeout_ms: int = 60_000, steps: dict | None = None
     relations = steps or STEPS
     steps = {name: f(p, u, p2, u2, j, tuple(env)) for name, f in relations.items()}
     empty = z3.And(p.n == 0, u.n == 0)
-    out = [obligation("base", z3.And(empty, z3.Not(inv)), timeout_ms)]
+    out = [obligation("base", z3.And(empty, z3.Not(inv)), limit)]
     for name, rel in steps.items():
         # a step no state can take would make its obligation hold vacuously
-        res, why = solve(z3.And(pre, rel), timeout_ms)
+        res, why = solve(z3.And(pre, rel), limit)
         if res != z3.sat:
             out.append(Obligation(f"consecution {name}", "unknown", 0.0,
                                   why or "no state satisfying the invariant can take the step"))
             continue
-        out.append(obligation(f"consecution {name}", z3.And(pre, rel, z3.Not(inv2)), timeout_ms))
+        out.append(obligation(f"consecution {name}", z3.And(pre, rel, z3.Not(inv2)), limit))
     return out
 
 

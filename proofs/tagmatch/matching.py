@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import z3
 
 from verbspec.proofs.report import Obligation
+from verbspec.proofs.solving import Limit
 from verbspec.proofs.tagmatch.lemma import matches, obligation, solve
 from verbspec.spec.tagmatch import lists as tm
 
@@ -408,7 +409,7 @@ def _all_of(name: str, parts: list[Obligation]) -> Obligation:
                       "; ".join(f"{p.name}: {p.verdict} {p.detail}".strip() for p in bad))
 
 
-def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] | None = None,
+def prove_property(name: str, limit: Limit | None = None, steps: dict[str, Step] | None = None,
                    assume: Callable[[St], z3.BoolRef] | None = None) -> list[Obligation]:
     """Base case (the initial state satisfies the strengthening) and one obligation per step
     (from a state satisfying it, the step keeps each conjunct of it and its observation
@@ -418,7 +419,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
     counterexample at once rather than searching models of the quantified lists)."""
     strengthen, prop, _ = PROPERTIES[name]
     s, a = St.fresh("s"), Args.fresh()
-    base = [obligation(f"conjunct {i}", z3.And(initial(s), z3.Not(c)), timeout_ms)
+    base = [obligation(f"conjunct {i}", z3.And(initial(s), z3.Not(c)), limit)
             for i, c in enumerate(strengthen(s))]
     out = [_all_of("base", base)]
     for step, rel in (steps or STEPS).items():
@@ -427,7 +428,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
         # a step no state can take would make its obligation hold vacuously: the witness
         # state (or the assumed one) satisfies the strengthening and takes the step
         t0 = time.perf_counter()
-        res, why = solve(z3.And(pre, witness(s)) if assume is None else pre, timeout_ms)
+        res, why = solve(z3.And(pre, witness(s)) if assume is None else pre, limit)
         taken = Obligation("taken", "proved", time.perf_counter() - t0)
         if res != z3.sat:
             out.append(Obligation(f"step {step}", "unknown", taken.seconds,
@@ -436,7 +437,7 @@ def prove_property(name: str, timeout_ms: int = 60_000, steps: dict[str, Step] |
         goals = [(f"conjunct {i}", c) for i, c in enumerate(strengthen(post))]
         goals.append((name, prop(s, obs, post)))
         out.append(_all_of(f"step {step}", [taken, *(obligation(g, z3.And(pre, z3.Not(c)),
-                                                            timeout_ms) for g, c in goals)]))
+                                                            limit) for g, c in goals)]))
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from verbspec.proofs.report import Obligation, Result
 from verbspec.proofs.search import bounded_search, known_fixpoint
+from verbspec.proofs.solving import Limit
 from verbspec.proofs.tagmatch import matching
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
 from verbspec.proofs.traces import save_counterexample
@@ -18,7 +19,8 @@ from verbspec.spec.tagmatch.system import INVARIANTS, PROTOCOL, build
 
 
 def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (), *,
-          progress: Any = None, max_states: int = 3_000_000, trace_dir: Any = None) -> list[Result]:
+          progress: Any = None, max_states: int = 3_000_000, trace_dir: Any = None,
+          solver_limit: int | None = None) -> list[Result]:
     """Explicit-state proof: breadth-first search to a fixpoint over every reachable state of
     this instance. When the reachable set is exhausted without a violation, every invariant is
     proved for this instance at every depth (not for other parameter values). A violation
@@ -64,7 +66,7 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
         out.append(Result(name, PROTOCOL, "prove", verdict, bound, seconds, trace, detail))
     if system.rules.wildcard_last or system.rules.newest_first:
         return out
-    unbounded = _unbounded()
+    unbounded = _unbounded(Limit(solver_limit) if solver_limit else None)
     return [_combine(r, unbounded[r.invariant]) if r.invariant in unbounded else r
             for r in out]
 
@@ -97,12 +99,12 @@ class Induction:
                          if o.name != "base")
 
 
-def _unbounded() -> dict[str, Induction]:
+def _unbounded(limit: Limit | None = None) -> dict[str, Induction]:
     """Each invariant's induction over the software engine (the encoding is of MPI's order,
     so not under the order variants)."""
-    out = {name: Induction(matching.prove_property(name), text)
+    out = {name: Induction(matching.prove_property(name, limit), text)
            for name, (_, _, text) in matching.PROPERTIES.items()}
-    out[NO_LOST] = Induction(prove_no_matching_pair(), "no posted receive matches an "
+    out[NO_LOST] = Induction(prove_no_matching_pair(limit), "no posted receive matches an "
                              "unexpected message", "unbounded, the engine's half only: "
                              "software engine, any list lengths and envelope values")
     return out

@@ -30,6 +30,8 @@ from verbspec.refimpl.cli.inputs import (
     check_dir,
     check_file,
     selected,
+    solver_limit,
+    solver_limit_argument,
     split_params,
 )
 from verbspec.refimpl.cli.registry import Command, Parser
@@ -81,6 +83,7 @@ def arguments(c: Parser) -> None:
     c.add_argument("--thorough", action="store_true",
                    help="the bounded checks' full budgets even beside a proof (the main job "
                         "then takes minutes, not two)")
+    solver_limit_argument(c)
     c.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for counterexample traces (created when a trace is "
                         "written); names carry a digest of the parameters and variants")
@@ -157,7 +160,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         opts = Options(steps=args.steps, seed=args.seed, depth=args.depth,
                        max_states=args.max_states, trace_dir=args.trace_dir,
                        progress=progress.note, hypothesis_dir=args.hypothesis_dir,
-                       profile=profile, **budgets)
+                       profile=profile, solver_limit=solver_limit(args), **budgets)
         # the main job: bounded checks beside a proof take the smaller budgets (but for those
         # given); --thorough, or a method asked for by name, keeps the full ones
         beside = ({} if args.thorough or args.method != "all" else

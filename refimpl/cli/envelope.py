@@ -13,7 +13,12 @@ from verbspec.proofs.gate import envelope, induction, lemmas, parameters
 from verbspec.proofs.report import EXIT_INCONCLUSIVE, EXIT_OK, config_digest
 from verbspec.proofs.traces import write_trace
 from verbspec.refimpl.cli import report
-from verbspec.refimpl.cli.inputs import DEFAULTS, check_dir
+from verbspec.refimpl.cli.inputs import (
+    DEFAULTS,
+    check_dir,
+    solver_limit,
+    solver_limit_argument,
+)
 from verbspec.refimpl.cli.registry import Command, Parser
 from verbspec.refimpl.progress import Progress
 from verbspec.spec.params import ParamError
@@ -26,6 +31,7 @@ def arguments(g: Parser) -> None:
                    help="only this part of the table (repeatable): proofs (every invariant "
                         "over the envelope), outside (each condition's run just outside it), "
                         "limits (transports outside the model); default: all three")
+    solver_limit_argument(g)
     g.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="directory for the traces just outside the envelope")
     g.add_argument("--json", action="store_true", help="print one JSON object")
@@ -45,13 +51,14 @@ def _slug(text: str) -> str:
 def envelope_main(args: argparse.Namespace) -> int:
     if not 2 <= args.window_max <= 1 << 20:
         raise ParamError("--window-max must be between 2 and 2^20")
+    limit = solver_limit(args)
     t0 = time.perf_counter()
     with Progress(enabled=not getattr(args, "quiet", False),
                   label="verbspec envelope") as progress:
         progress.start("gate: envelope")
         parts = [p for p in envelope.PARTS if p in (args.part or envelope.PARTS)]
         rows = envelope.envelope_table(window_max=args.window_max, parts=parts,
-                                       progress=progress.note)
+                                       progress=progress.note, solver_limit=limit)
         progress.done()
     out: list[dict[str, Any]] = []
     for row in rows:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from verbspec.proofs.run import Options
+from verbspec.proofs.solving import QUANTIFIED_RLIMIT, RLIMIT, RLIMIT_MAX
 from verbspec.refimpl.bindings import engine_choice as engines
 from verbspec.spec import protocols
 from verbspec.spec.params import ParamError
@@ -61,6 +62,23 @@ def _missing_dirs(path: Path) -> list[Path]:
         missing.append(path)
         path = path.parent
     return missing[::-1]
+
+
+def solver_limit_argument(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--solver-limit``: z3's resource limit per query, for the commands that prove."""
+    g.add_argument("--solver-limit", type=int, default=None, metavar="N",
+                   help=f"prove: z3's resource limit (rlimit) per solver query, the same work "
+                        f"on any machine at any load (None: {RLIMIT:,}, or {QUANTIFIED_RLIMIT:,} "
+                        f"per seed for tag matching's quantified queries)")
+
+
+def solver_limit(args: argparse.Namespace) -> int | None:
+    """The ``--solver-limit`` given, checked."""
+    n = getattr(args, "solver_limit", None)
+    if n is not None and not 1 <= n <= RLIMIT_MAX:
+        raise ParamError(f"--solver-limit must be between 1 and {RLIMIT_MAX:,} (z3 counts "
+                         f"its resources in 32 bits)")
+    return n
 
 
 def check_dir(path: Path, what: str) -> None:

@@ -251,6 +251,8 @@ def test_fuzz_check(tmp_path, scale, capsys, record_property):
     budgets = st.lists(st.sampled_from([
         ["--examples", "0"], ["--steps", "-3"], ["--max-states", "0"], ["--depth", "0"],
         ["--walks", "-1"], ["--examples", "9" * 5000], ["--seed", "x"],
+        ["--solver-limit", "0"], ["--solver-limit", "1e9"],
+        ["--solver-limit", str(2**32)],
         ["--trace-dir", "/proc/verbspec/t"], ["--trace-dir", str(tmp_path / "file")],
         ["--junit", str(tmp_path)], ["--junit", "/proc/verbspec/j.xml"],
         ["--hypothesis-dir", str(tmp_path / "file" / "h")], ["--protocol", "nope"],

@@ -49,6 +49,7 @@ def test_each_condition_is_refuted_just_outside_and_each_limit_shown(tmp_path, c
         assert "model admits every step: True" in row["counterexample"]
         # the model's own BMC: no shorter run, and a run it finds is one the spec takes
         assert "not confirmed" not in row["counterexample"]
+        assert "model BMC: no answer" not in row["counterexample"]
         if cond.name.startswith("rq_depth"):
             assert "model BMC: run of " in row["counterexample"], row["counterexample"]
         _, moves = read_moves(row["trace"])
@@ -90,6 +91,12 @@ def test_a_window_bound_below_two_or_an_unknown_part_is_refused(capsys):
     assert "--window-max" in capsys.readouterr().err
     assert main(["envelope", "--part", "everything"]) == 3
     assert "--part" in capsys.readouterr().err
+    assert main(["envelope", "--solver-limit", "0"]) == 3
+    assert capsys.readouterr().err == ("verbspec envelope: --solver-limit must be between 1 "
+                                       "and 4,294,967,295 (z3 counts its resources in 32 "
+                                       "bits)\n")
+    assert main(["envelope", "--solver-limit", str(2**32)]) == 3
+    assert "--solver-limit must be between 1" in capsys.readouterr().err
 
 
 def test_regions_is_an_alias_of_envelope(capsys):

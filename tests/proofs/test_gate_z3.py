@@ -16,6 +16,7 @@ from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
 from verbspec.proofs.gate.terms import Move, fresh_choice, fresh_params, fresh_state, z64
 from verbspec.proofs.gate.vocabulary import ENCODED_VARIANTS, spec_actions, spec_variants
+from verbspec.proofs.solving import Limit
 from verbspec.spec.gate.system import INVARIANTS, build
 
 # parameter points the random runs draw from: the defaults, one-chunk vectors, small windows,
@@ -218,6 +219,19 @@ def test_configurations_outside_the_model_are_inconclusive_and_say_why():
     results = induction.prove({"big_gates": 0}, ["no-seq-check"])
     assert all(r.verdict == "inconclusive" for r in results)
     assert "no-seq-check with faults=1" in results[0].detail
+
+
+@pytest.mark.slow
+def test_a_proof_out_of_solver_resources_is_inconclusive_and_says_which_limit():
+    """Every query is bounded by z3's resource count, not the clock: too small a limit proves
+    nothing, and each obligation says the limit ended it (never a violation); with every
+    invariant dropped, Houdini ends (with nothing left to prove)."""
+    prm = param_terms(params_of(build(DECODE).params))
+    found = induction.houdini(prm, domain, (2,), Limit(rlimit=1000), workers=1)
+    assert set(found) == {*lemmas.ALL_INVARIANTS, *CONSEQUENCES}
+    assert {o.verdict for o in found.values()} == {"inconclusive"}
+    assert all("solver resource limit reached (rlimit 1,000; raise it with --solver-limit)"
+               in o.detail for o in found.values()), found
 
 
 def test_the_deadlock_check_can_fail(monkeypatch):

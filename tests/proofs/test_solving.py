@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import pytest
 import z3
 
-from verbspec.proofs.solving import TACTICS, Solvers, query
+from verbspec.proofs.solving import TACTICS, Limit, Solvers, query
 
 X, Y = z3.BitVecs("x y", 64)
 
@@ -22,7 +24,7 @@ def _queries():
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_answers_come_back_in_order_with_models_and_reasons(workers):
-    with Solvers(workers, timeout_ms=30_000) as pool:
+    with Solvers(workers) as pool:
         sat, unsat, hard = pool.run(_queries())
     assert (sat.key, unsat.key, hard.key) == ("sat", "unsat", "hard")
     assert sat.result == "sat" and (sat.model["x"] + sat.model["y"]) % 2**64 == 5
@@ -32,10 +34,53 @@ def test_answers_come_back_in_order_with_models_and_reasons(workers):
     assert hard.model["x"] * hard.model["y"] == 0xFFFFFFFB * 0xFFFFFFBF
 
 
-def test_a_query_out_of_time_is_unknown_with_the_reason():
-    with Solvers(1, timeout_ms=1) as pool:
+def test_a_query_past_its_resource_limit_is_unknown_and_says_which_limit():
+    with Solvers(1, Limit(rlimit=1000)) as pool:
         [hard] = pool.run(_queries()[2:])
-    assert hard.result == "unknown" and hard.reason
+    assert hard.result == "unknown"
+    assert hard.reason == ("solver resource limit reached (rlimit 1,000; raise it with "
+                           "--solver-limit)")
+    assert 1000 <= hard.resources < 2000
+
+
+def test_the_wall_clock_net_says_it_is_not_a_verdict():
+    with Solvers(1, Limit(wall_ms=1)) as pool:
+        [hard] = pool.run(_queries()[2:])
+    assert hard.result == "unknown"
+    assert hard.reason == ("wall-clock limit of 0.001 s reached: a safety net, not a verdict "
+                           "about the spec")
+
+
+def _hog(stop) -> None:
+    while not stop.is_set():
+        pass
+
+
+def test_a_query_takes_the_same_resources_in_any_process_at_any_load():
+    """The count a verdict rests on is z3's own: the same query counts the same in this
+    process, and in workers answering beside each other and beside two CPU hogs."""
+    here = Solvers(1).run(_queries())
+    ctx = multiprocessing.get_context("spawn")
+    stop = ctx.Event()
+    hogs = [ctx.Process(target=_hog, args=(stop,)) for _ in range(2)]
+    for h in hogs:
+        h.start()
+    try:
+        with Solvers(2) as pool:
+            loaded = pool.run(_queries() * 2)
+    finally:
+        stop.set()
+        for h in hogs:
+            h.join()
+    assert [a.resources for a in loaded] == [a.resources for a in here] * 2
+    assert [a.result for a in loaded] == [a.result for a in here] * 2
+    assert all(a.resources > 0 for a in here)
+
+
+def test_a_limit_below_one_or_past_z3s_32_bits_is_refused():
+    for bad in (0, 2**32):
+        with pytest.raises(ValueError, match="a solver limit must be positive"):
+            Limit(rlimit=bad)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -47,7 +92,7 @@ def test_every_tactic_gives_the_same_answers(workers):
              for t in TACTICS]
     asked += [query(("raised", t), *kept, z3.Not(z3.ULE(a + c + b, 150)), tactic=t)
               for t in TACTICS]
-    with Solvers(workers, timeout_ms=30_000) as pool:
+    with Solvers(workers) as pool:
         answers = {ans.key: ans.result for ans in pool.run(asked)}
     assert answers == {**{("lowered", t): "unsat" for t in TACTICS},
                        **{("raised", t): "sat" for t in TACTICS}}

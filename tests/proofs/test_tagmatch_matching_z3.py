@@ -10,6 +10,7 @@ import random
 import pytest
 import z3
 
+from verbspec.proofs.solving import Limit
 from verbspec.proofs.tagmatch import matching as mz
 from verbspec.spec.tagmatch import lists as tm
 from verbspec.spec.tagmatch.invariants import INVARIANTS
@@ -80,13 +81,13 @@ PLANTED = [
 def test_a_wrong_step_is_not_proved(name, step, wrong, pin):
     # over all states z3 may find the counterexample or give up on the quantified lists;
     # either way it must not prove the obligation
-    res = mz.prove_property(name, timeout_ms=1000, steps={step: wrong})
+    res = mz.prove_property(name, Limit(rlimit=5_000_000), steps={step: wrong})
     assert res[-1].name == f"step {step}" and res[-1].verdict != "proved"
     # from one concrete state the wrong step's counterexample is found
-    res = mz.prove_property(name, timeout_ms=10_000, steps={step: wrong}, assume=pin)
+    res = mz.prove_property(name, steps={step: wrong}, assume=pin)
     assert res[-1].verdict == "violated", res
     # and the right step from that state keeps the property
-    res = mz.prove_property(name, timeout_ms=10_000, steps={step: mz.STEPS[step]}, assume=pin)
+    res = mz.prove_property(name, steps={step: mz.STEPS[step]}, assume=pin)
     assert res[-1].verdict == "proved", res
 
 
@@ -191,5 +192,5 @@ def test_a_step_no_state_can_take_is_not_proved():
         enabled, post, obs = mz.post_recv(s, a)
         return z3.BoolVal(False), post, obs
 
-    res = mz.prove_property("mpi_order", timeout_ms=1000, steps={"never": never})
+    res = mz.prove_property("mpi_order", Limit(rlimit=5_000_000), steps={"never": never})
     assert res[-1].verdict == "unknown"
