@@ -66,6 +66,11 @@ class Limit:
         return f"z3: {reason}"
 
 
+def limit_of(rlimit: int | None) -> Limit | None:
+    """The limit a ``--solver-limit`` asks for (None: the default)."""
+    return Limit(rlimit) if rlimit else None
+
+
 def resources(solver: z3.Solver) -> int:
     """The resource count a query used (its context's, so a fresh context per query)."""
     stats = solver.statistics()

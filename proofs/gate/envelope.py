@@ -20,6 +20,7 @@ from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
 from verbspec.proofs.gate.terms import big_window, fresh_params, times_c, umax, wc32, z64
 from verbspec.proofs.gate.vocabulary import VARIANT_FLAGS, Params
 from verbspec.proofs.solving import Limit as SolverLimit
+from verbspec.proofs.solving import limit_of
 from verbspec.spec.lts import Trace
 
 
@@ -228,7 +229,7 @@ def envelope_table(*, window_max: int | None = 256, parts: Sequence[str] = PARTS
     envelope (proof_rows); ``outside``, each condition shown necessary just outside it
     (outside_rows); ``limits``, the rows of LIMITS (limit_rows). ``solver_limit`` is z3's
     resource limit per query (None: RLIMIT)."""
-    limit = SolverLimit(solver_limit) if solver_limit else None
+    limit = limit_of(solver_limit)
     make = {"proofs": lambda: proof_rows(window_max, progress, limit),
             "outside": lambda: outside_rows(progress, limit=limit),
             "limits": lambda: limit_rows(progress)}

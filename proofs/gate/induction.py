@@ -50,7 +50,7 @@ from verbspec.proofs.gate.vocabulary import (
 )
 from verbspec.proofs.gate.widening import post_state, widened
 from verbspec.proofs.report import Obligation, Result
-from verbspec.proofs.solving import Answer, Limit, Solvers, default_workers, query
+from verbspec.proofs.solving import Answer, Limit, Solvers, default_workers, limit_of, query
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.gate.params import RANK1_OWN, GateConfig
 from verbspec.spec.gate.variants import NO_SEQ_CHECK, SIGNAL_LAST_ONLY
@@ -460,8 +460,7 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
         prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
         # (a check already done, on one core, that diverged spares the induction)
         diverged = pending.done() and pending.result().divergence is not None
-        limit = Limit(solver_limit) if solver_limit else None
-        found = {} if diverged else houdini(prm, domain, (cfg.chunks,), limit,
+        found = {} if diverged else houdini(prm, domain, (cfg.chunks,), limit_of(solver_limit),
                                             progress=progress)
         ref = pending.result()
     if ref.divergence is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from verbspec.proofs.report import Obligation, Result
 from verbspec.proofs.search import bounded_search, known_fixpoint
-from verbspec.proofs.solving import Limit
+from verbspec.proofs.solving import Limit, limit_of
 from verbspec.proofs.tagmatch import matching
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
 from verbspec.proofs.traces import save_counterexample
@@ -66,7 +66,7 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
         out.append(Result(name, PROTOCOL, "prove", verdict, bound, seconds, trace, detail))
     if system.rules.wildcard_last or system.rules.newest_first:
         return out
-    unbounded = _unbounded(Limit(solver_limit) if solver_limit else None)
+    unbounded = _unbounded(limit_of(solver_limit))
     return [_combine(r, unbounded[r.invariant]) if r.invariant in unbounded else r
             for r in out]
 

@@ -64,7 +64,7 @@ def _missing_dirs(path: Path) -> list[Path]:
     return missing[::-1]
 
 
-def solver_limit_argument(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+def solver_limit_argument(g: argparse.ArgumentParser) -> None:
     """``--solver-limit``: z3's resource limit per query, for the commands that prove."""
     g.add_argument("--solver-limit", type=int, default=None, metavar="N",
                    help=f"prove: z3's resource limit (rlimit) per solver query, the same work "
