@@ -23,6 +23,7 @@ from verbspec.refimpl.cli import (
     demo,
     envelope,
     match,
+    record,
     registry,
     replay,
     trace,
@@ -43,6 +44,7 @@ COMMANDS = registry.by_name(
     envelope.COMMAND,
     trace.COMMAND,
     trace.VALIDATE,
+    record.COMMAND,
 )
 
 

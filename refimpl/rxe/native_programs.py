@@ -87,24 +87,26 @@ def _digest(sources: Sequence[Path], flags: Sequence[str], cc: str) -> str:
 
 
 def _build(name: str, sources: Sequence[Path], headers: Sequence[Path],
-           cache: Path | None) -> Path:
+           cache: Path | None, cflags: Sequence[str] = CFLAGS, libs: Sequence[str] = LIBS,
+           suffix: str = "") -> Path:
     """Program ``name`` compiled from ``sources`` (warnings are errors), or taken from the
-    cache; VerbsUnavailable where libibverbs' headers (or a compiler) are missing."""
+    cache; VerbsUnavailable where libibverbs' headers (or a compiler) are missing. ``cflags``
+    with ``-shared`` and a ``suffix`` of ``.so`` build a shared library the same way."""
     missing = headers_missing()
     if missing:
         raise VerbsUnavailable(missing)
     cc = cprogram.compiler()
     out_dir = cache or build_cache()
-    exe = out_dir / f"{name}-{_digest((*sources, *headers), (*CFLAGS, *LIBS), cc)}"
+    exe = out_dir / f"{name}-{_digest((*sources, *headers), (*cflags, *libs), cc)}{suffix}"
     if exe.exists():
         return exe
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".build-") as tmp:
         trial = Path(tmp) / exe.name
-        done = cprogram.compile_c(trial, sources, CFLAGS,
-                                  sorted({h.parent for h in headers}), LIBS)
+        done = cprogram.compile_c(trial, sources, cflags,
+                                  sorted({h.parent for h in headers}), libs)
         if done.returncode != 0:
-            raise BuildError(f"native/verbs/{sources[0].name} did not compile:\n"
+            raise BuildError(f"native/{sources[0].relative_to(native.HERE)} did not compile:\n"
                              f"{done.stderr.strip()}")
         trial.replace(exe)      # whole or not at all: a concurrent build writes the same file
     return exe
