@@ -12,9 +12,13 @@ from verbspec.refimpl.cli import report
 from verbspec.refimpl.cli.inputs import DEFAULTS, InputError, check_dir, check_file
 from verbspec.refimpl.cli.registry import EPILOG, Command, Parser
 from verbspec.refimpl.traces import validate_gate as tv
+from verbspec.refimpl.traces.inferred_calls import InferredCalls
+from verbspec.refimpl.traces.profiles import PROFILES, raw_ranks
 from verbspec.refimpl.traces.read import TraceInputError, read_pair
 from verbspec.refimpl.traces.render import default_output, trace_main
 from verbspec.refimpl.traces.validate_tagmatch import validate_tagged
+from verbspec.spec.gate.params import PARAMS
+from verbspec.spec.params import parse_assignments
 
 
 def arguments(t: Parser) -> None:
@@ -50,9 +54,18 @@ VALIDATE_EPILOG = EPILOG.replace(
 
 
 def validate_arguments(v: Parser) -> None:
-    v.add_argument("paths", nargs="+", type=Path, metavar="DIR_OR_FILES",
+    v.add_argument("paths", nargs="*", type=Path, metavar="DIR_OR_FILES",
                    help="a directory holding rank0.jsonl and rank1.jsonl, or the two ranks' "
                         "files")
+    v.add_argument("--raw", type=Path, action="append", default=[], metavar="DIR_OR_FILE",
+                   help="a raw recording ('verbspec trace record': one file per process) "
+                        "instead of device traces; repeatable. The program's calls are "
+                        "inferred; --profile says how the recording maps onto the spec")
+    v.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                   help="with --raw: the program the recording is of")
+    v.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="with --raw: a gate spec parameter the recording cannot show, "
+                        "overriding the profile's value (e.g. timeout_ms=5000)")
     v.add_argument("--json", action="store_true",
                    help='print one JSON object: {"ok", "protocol", "recorded_steps", '
                         '"spec_steps", "gates", "big_gates", "drains", "rank", "line", '
@@ -72,12 +85,27 @@ def cmd_trace_validate(args: argparse.Namespace) -> int:
     """Device traces of one run validated against the protocol's spec."""
     if args.itf_max_steps < 0:
         raise InputError(f"--itf-max-steps {args.itf_max_steps}: expected at least 0")
+    if bool(args.raw) == bool(args.paths):
+        raise InputError("give device traces (DIR_OR_FILES) or a raw recording (--raw), "
+                         "one of the two")
+    if bool(args.raw) != bool(args.profile):
+        raise InputError("--raw and --profile go together: a raw recording is read through "
+                         "the profile of the program recorded")
+    if args.param and not args.raw:
+        raise InputError("--param is for raw recordings (device traces carry their "
+                         "configuration)")
     try:
-        ranks = read_pair(args.paths)
+        if args.raw:
+            given = {a.partition("=")[0].strip() for a in args.param}
+            values = parse_assignments(PARAMS, args.param)
+            ranks = raw_ranks(args.raw, args.profile, {k: values[k] for k in given})
+        else:
+            ranks = read_pair(args.paths)
         if ranks[0].protocol == "gate":
             check_dir(args.trace_dir, "--trace-dir")
             rep = tv.validate_gate(ranks, args.trace_dir, args.itf_max_steps,
-                                   late_sends=not args.strict_completions)
+                                   late_sends=not args.strict_completions,
+                                   validator=InferredCalls if args.raw else tv.GateValidator)
         else:
             rep = validate_tagged(ranks)
     except TraceInputError as e:

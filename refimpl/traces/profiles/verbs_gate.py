@@ -1,0 +1,281 @@
+"""The profile ``verbs-gate``: native/verbs/verbs_gate.c, the project's C gate program over a UC
+queue pair (one process per rank), as a raw recording of it maps onto the gate spec. Each rule
+cites the program's lines; the program's own device trace (``--trace``) is not used."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from verbspec.refimpl.traces.profiles.common import (
+    Profile,
+    ProfileError,
+    Region,
+    Rule,
+    Stream,
+    at,
+    le,
+    locate,
+    same_bytes,
+)
+from verbspec.refimpl.traces.raw import RawEvent, Recording
+from verbspec.refimpl.traces.read import Event, RankTrace
+from verbspec.refimpl.transport.side_channel import HEADER
+from verbspec.spec.gate.params import PARAMS
+from verbspec.spec.gate.state import HEADER_MAGIC
+
+SRC = "native/verbs/verbs_gate.c"
+QP_SRC = "native/verbs/verbs_qp.c"
+REGIONS = ("in", "out", "stage", "stage_out")
+ADDR_MAGIC = 0x50515356         # "VSQP"
+ADDR_BYTES = 32                 # magic, qpn, psn, mtu, gid
+SETTINGS = ("rank", "vector bytes", "max_msg", "window", "gates", "more gates",
+            "big-gate bytes")
+SETUP_BYTES = ADDR_BYTES + 8 * len(SETTINGS)
+ACCESS_LOCAL_WRITE = 1
+SHUT_WR = 1
+DEFAULT = {p.name: p.default for p in PARAMS}
+
+RULES = (
+    Rule("the processes that create a queue pair", "rank 0 and rank 1, by the rank each "
+         "writes in its settings", f"{SRC} 619 (settings), 628 (the peer is the other rank)"),
+    Rule("create_qp", "a UC queue pair of at least the spec's sq_depth and rq_depth",
+         f"{SRC} 595, 564-565 (SPEC depths)"),
+    Rule("create_cq `cqe`", "cq_depth", f"{SRC} 595-596; {QP_SRC} 107"),
+    Rule("the four reg_mr, in order", "the in-slots, out-slots, receive staging and send "
+         "staging (`in`, `out`, `stage`, `stage`), LOCAL_WRITE", f"{SRC} 49, 598-601"),
+    Rule("reg_mr lengths", "n_slots * vec_bytes (slots), big_depth * max_msg (staging)",
+         f"{SRC} 567, 573-574"),
+    Rule("the first 32 bytes each way on the TCP connection", "setup: the queue pair address "
+         "(magic VSQP, qpn, psn, mtu, gid); the qpn written is the rank's own, the one read is "
+         "the peer's RTR destination", f"{QP_SRC} 345-349, 361; 157-160"),
+    Rule("the next 56 bytes each way", "setup: the plan (rank, vec_bytes, max_msg, window, "
+         "gates, more gates, big-gate bytes), the same on both sides but the rank; "
+         "vec_bytes, max_msg and window become the spec's configuration and the hello",
+         f"{SRC} 617-631"),
+    Rule("modify_qp INIT, RTR, RTS", "before the spec's setup step; every post after RTS",
+         f"{QP_SRC} 149, 157, 177"),
+    Rule("post_recv / post_send work requests", "the spec's WRs: wr_id as posted, region and "
+         "offset from the one SGE's address, length; no SGE: a zero-length WR (region and "
+         "offset unobserved); sends are SEND, signaled as flagged",
+         f"{SRC} 197-203, 237-244"),
+    Rule("poll_cq", "the spec's reap: `max` is the spec's poll size; each completion "
+         "[recv|send, wr_id, status, byte_len], recv when the opcode is a receive's",
+         f"{SRC} 363-376"),
+    Rule("a 32-byte write starting with the magic DS4B", "a big-gate header item (number, "
+         "chunks, depth)", f"{SRC} 264-276"),
+    Rule("any other byte written", "a barrier byte item", f"{SRC} 277"),
+    Rule("bytes read", "the items the peer wrote, byte for byte, each read where its last "
+         "byte arrives", f"{SRC} 332-352"),
+    Rule("shutdown(SHUT_WR), then end of file read", "close: no spec step", f"{SRC} 536-548"),
+    Rule("argv --timeout-ms", "timeout_ms (not observable on the wire)", f"{SRC} 774-778"),
+)
+
+
+@dataclass
+class _Rank:
+    """One rank's process, read as verbs_gate's."""
+
+    rec: Recording
+    qp: RawEvent
+    cq: RawEvent
+    regions: list[Region]
+    fd: int
+    out: Stream = field(default_factory=Stream)
+    inn: Stream = field(default_factory=Stream)
+    settings: list[int] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return self.settings[0]
+
+
+def _one(rec: Recording, ev: str, what: str) -> RawEvent:
+    found = rec.of(ev)
+    if len(found) != 1:
+        raise at(rec, found[1] if found else None,
+                 f"{len(found)} {ev} lines; verbs_gate makes one {what}")
+    return found[0]
+
+
+def _rank_of(rec: Recording) -> _Rank:
+    qp, cq = _one(rec, "create_qp", "queue pair"), _one(rec, "create_cq", "completion queue")
+    if qp.data["qp_type"] != "UC":
+        raise at(rec, qp, f"a {qp.data['qp_type']} queue pair; verbs_gate's is UC ({SRC} 595)")
+    if not qp.data["send_cq"] == qp.data["recv_cq"] == cq.data["cq"]:
+        raise at(rec, qp, "the queue pair's send and receive CQs are not its one CQ")
+    mrs = [e for e in rec.of("reg_mr")]
+    if len(mrs) != len(REGIONS) or any("lkey" not in e.data for e in mrs):
+        raise at(rec, mrs[-1] if mrs else None,
+                 f"{len(mrs)} memory registrations (or one failed); verbs_gate registers "
+                 f"{len(REGIONS)}: {', '.join(REGIONS)} ({SRC} 598-601)")
+    for e in mrs:
+        if e.data["access"] != ACCESS_LOCAL_WRITE:
+            raise at(rec, e, f"registered with access {e.data['access']}; verbs_gate's "
+                             f"regions are LOCAL_WRITE only ({SRC} 599)")
+    regions = [Region(n, e.data["addr"], e.data["length"], e.data["lkey"])
+               for n, e in zip(REGIONS, mrs, strict=True)]
+    fds = sorted({e.data["fd"] for e in rec.of("tcp")})
+    if len(fds) != 1:
+        raise at(rec, None, f"bytes on {len(fds)} TCP connections; verbs_gate has one")
+    rk = _Rank(rec, qp, cq, regions, fds[0])
+    for e in rec.of("tcp"):
+        (rk.out if e.data["dir"] == "out" else rk.inn).add(e)
+    if len(rk.out.data) < SETUP_BYTES:
+        raise at(rec, None, f"wrote {len(rk.out.data)} bytes on the side channel; its setup "
+                            f"alone is {SETUP_BYTES} ({QP_SRC} 341-356)")
+    rk.settings = [le(rk.out.data, ADDR_BYTES + 8 * i, 8) for i in range(len(SETTINGS))]
+    if rk.rank not in (0, 1):
+        raise at(rec, None, f"wrote rank {rk.rank} in its settings")
+    return rk
+
+
+def _check_setup(a: _Rank, b: _Rank) -> None:
+    """The queue pair exchange and the plan, each as the program writes and checks them."""
+    for me, peer in ((a, b), (b, a)):
+        rec, addr = me.rec, me.out.data
+        if le(addr, 0, 4) != ADDR_MAGIC:
+            raise at(rec, None, f"its queue pair address begins {le(addr, 0, 4):#010x}, not "
+                                f"the magic {ADDR_MAGIC:#010x} ({QP_SRC} 345)")
+        if le(addr, 4, 4) != me.qp.data["qp_num"]:
+            raise at(rec, me.qp, f"wrote qpn {le(addr, 4, 4)}; its queue pair is "
+                                 f"{me.qp.data['qp_num']} ({QP_SRC} 346)")
+        rtr = [e for e in rec.of("modify_qp") if e.data["state"] == "RTR"]
+        if not rtr or rtr[0].data.get("dest_qp_num") != peer.qp.data["qp_num"]:
+            raise at(rec, rtr[0] if rtr else None,
+                     f"no move to RTR toward the peer's queue pair {peer.qp.data['qp_num']} "
+                     f"({QP_SRC} 157-160)")
+        if me.settings[1:] != peer.settings[1:] or me.rank != 1 - peer.rank:
+            diff = next((i for i in range(len(SETTINGS))
+                         if i and me.settings[i] != peer.settings[i]), 0)
+            raise at(rec, None, f"its plan has {SETTINGS[diff]} {me.settings[diff]}, the "
+                                f"peer's {peer.settings[diff]}: the program refuses such a "
+                                f"pair ({SRC} 628-631)")
+        states = [e for e in rec.of("modify_qp")]
+        if [e.data["state"] for e in states] != ["INIT", "RTR", "RTS"] or \
+                any(e.data["rc"] for e in states):
+            raise at(rec, states[-1] if states else None, f"queue pair states "
+                     f"{[e.data['state'] for e in states]}; verbs_gate moves it INIT, RTR, "
+                     f"RTS once ({QP_SRC} 149-177)")
+        same_bytes(me.out, peer.inn, me.rec, peer.rec)
+
+
+def _config(rk: _Rank, params: Mapping[str, Any]) -> dict[str, Any]:
+    _, vec, max_msg, window, _, _, big = rk.settings
+    timeout = DEFAULT["timeout_ms"]
+    argv = rk.rec.argv
+    if "--timeout-ms" in argv[:-1]:
+        timeout = int(argv[argv.index("--timeout-ms") + 1])
+    cfg = {"vec_bytes": vec, "max_msg": max_msg, "window": window,
+           "cq_depth": rk.cq.data["cqe"], "timeout_ms": timeout, "qp_type": "uc",
+           "staging_bytes": DEFAULT["big_depth"] * max_msg, "big_last_bytes": big % max_msg,
+           "unsignaled_completions": 0, "faults": 1, "wire_loss": 0}
+    cfg.update(params)
+    return cfg
+
+
+def _check_layout(rk: _Rank, cfg: Mapping[str, Any]) -> None:
+    slots = cfg.get("n_slots", DEFAULT["n_slots"]) * cfg["vec_bytes"]
+    want = (slots, slots, cfg["staging_bytes"], cfg["staging_bytes"])
+    for g, n, e in zip(rk.regions, want, rk.rec.of("reg_mr"), strict=True):
+        if g.length != n:
+            raise at(rk.rec, e, f"the {g.name} registration is {g.length} bytes; the spec's "
+                                f"layout of it is {n} ({SRC} 573-574)")
+    for key, got in (("sq_depth", rk.qp.data["max_send_wr"]),
+                     ("rq_depth", rk.qp.data["max_recv_wr"])):
+        need = cfg.get(key, DEFAULT[key])
+        if got < need:
+            raise at(rk.rec, rk.qp, f"the queue pair holds {got} work requests where the "
+                                    f"spec's {key} is {need}")
+
+
+def _items(s: Stream, rec: Recording) -> list[tuple[int, dict[str, Any]]]:
+    """The side channel's items past setup, each with the line its last byte came in."""
+    out, i, data = [], SETUP_BYTES, s.data
+    while i < len(data):
+        if len(data) - i >= HEADER.size and le(data, i, 4) == HEADER_MAGIC:
+            _, _, _, number, chunks, depth = HEADER.unpack_from(bytes(data), i)
+            item = {"kind": "header", "value": number, "chunks": chunks, "depth": depth}
+            i += HEADER.size
+        elif data[i] == HEADER_MAGIC & 0xFF and len(data) - i < HEADER.size:
+            raise ProfileError(f"{rec.path} line {s.lines[i]}: the side channel ends in part "
+                               f"of a header")
+        else:
+            item = {"kind": "byte", "value": data[i], "chunks": 0, "depth": 0}
+            i += 1
+        out.append((s.lines[i - 1], item))
+    return out
+
+
+def _wrs(rk: _Rank, e: RawEvent) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for w in e.data["wrs"]:
+        region, offset, length = locate(rk.regions, w["sge"], rk.rec, e, w["wr_id"])
+        wr: list[Any] = [w["wr_id"], region, offset, length]
+        if e.ev == "post_send":
+            if w["opcode"] != "SEND":
+                raise at(rk.rec, e, f"wr_id {w['wr_id']} is a {w['opcode']}; the gate "
+                                    f"protocol posts SENDs ({SRC} 243)")
+            wr.append(bool(w["signaled"]))
+        out.append(wr)
+    return out
+
+
+def _events(rk: _Rank) -> list[Event]:
+    """The rank's posts, polls and side-channel items, in the order it made them."""
+    rec, qpn, cq = rk.rec, rk.qp.data["qp_num"], rk.cq.data["cq"]
+    rts = next(e.line for e in rec.of("modify_qp") if e.data["state"] == "RTS")
+    found: list[tuple[int, int, Event]] = []
+    for e in rec.of("post_send", "post_recv", "poll_cq"):
+        if e.data.get("qp_num", qpn) != qpn or e.data.get("cq", cq) != cq:
+            raise at(rec, e, "a post or poll on another queue pair or CQ than verbs_gate's one")
+        if e.data["rc"] < 0 or (e.ev != "poll_cq" and e.data["rc"]):
+            raise at(rec, e, f"the {e.ev} failed (returned {e.data['rc']}); the profile's spec "
+                             f"configuration has no failing posts or polls")
+        if e.line < rts:
+            raise at(rec, e, f"a {e.ev} before the queue pair is ready to send (RTS)")
+        if e.ev == "poll_cq":
+            cqes = [["recv" if c["opcode"].startswith("RECV") else "send", c["wr_id"],
+                     c["status"], c["byte_len"]] for c in e.data["wcs"]]
+            data = {"ev": "poll", "max": e.data["max"], "cqes": cqes}
+        else:
+            data = {"ev": e.ev, "wrs": _wrs(rk, e)}
+        found.append((e.line, 0, Event(e.line, data["ev"], data)))
+    for ev, s in (("tcp_write", rk.out), ("tcp_read", rk.inn)):
+        for k, (line, item) in enumerate(_items(s, rec)):
+            found.append((line, k, Event(line, ev, {"ev": ev, **item})))
+    end = rec.events[-1].line + 1 if rec.events else 1
+    ends = [Event(end, "end", {"ev": "end"})] if rec.ended else []
+    return [e for _, _, e in sorted(found, key=lambda x: (x[0], x[1]))] + ends
+
+
+def _check_close(rk: _Rank) -> None:
+    shut = [e for e in rk.rec.of("tcp_shutdown") if e.data["fd"] == rk.fd]
+    if rk.rec.ended and (not shut or shut[0].data["how"] != SHUT_WR):
+        raise at(rk.rec, None, f"the run ended without shutting down its side of the side "
+                               f"channel (SHUT_WR, {SRC} 542)")
+
+
+def ranks(recs: list[Recording], params: Mapping[str, Any]) -> tuple[RankTrace, RankTrace]:
+    procs = [r for r in recs if r.of("create_qp")]
+    if len(procs) != 2:
+        raise ProfileError(f"{len(procs)} of the {len(recs)} recorded processes created a "
+                           f"queue pair ({', '.join(r.name for r in procs) or 'none'}); a "
+                           f"verbs_gate run has two ranks")
+    a, b = sorted((_rank_of(r) for r in procs), key=lambda rk: rk.rank)
+    if a.rank == b.rank:
+        raise ProfileError(f"both {a.rec.path} and {b.rec.path} are rank {a.rank}")
+    _check_setup(a, b)
+    out = []
+    for rk in (a, b):
+        cfg = _config(rk, params)
+        _check_layout(rk, cfg)
+        _check_close(rk)
+        out.append(RankTrace(rk.rec.path, rk.rank, "gate", "verbs-raw", "unknown", cfg,
+                             _events(rk), rk.rec.ended))
+    return out[0], out[1]
+
+
+PROFILE = Profile("verbs-gate", "verbspec's native/verbs/verbs_gate.c (UC)", "gate", RULES,
+                  ranks)
