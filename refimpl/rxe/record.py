@@ -35,7 +35,9 @@ SOURCES = (RECORD / "recorder.c",)
 # read/recv wrappers would clash with the definitions here
 CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-U_FORTIFY_SOURCE",
           "-Wall", "-Wextra", "-Werror")
-LIBS = ("-libverbs", "-ldl", "-lpthread")
+# libibverbs stays a dependency though no call names it (the real functions are found with
+# dlsym): a dlsym on the handle the recorder gives for a dlopen of libibverbs searches it
+LIBS = ("-Wl,--no-as-needed", "-libverbs", "-ldl", "-lpthread")
 #: the C helper programs only tests build (native/testing/), and what each links
 TEST_PROGRAMS = {"dlopen_verbs": ("-ldl",)}
 DIR_ENV = "VERBSPEC_RECORD_DIR"
