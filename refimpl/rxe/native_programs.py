@@ -112,9 +112,12 @@ def _build(name: str, sources: Sequence[Path], headers: Sequence[Path],
     return exe
 
 
-def build_gate_program(cache: Path | None = None) -> Path:
-    """The verbs_gate program, compiled (warnings are errors) or taken from the cache."""
-    return _build("verbs_gate", GATE_SOURCES, GATE_HEADERS, cache)
+def build_gate_program(cache: Path | None = None, engine: Path | None = None) -> Path:
+    """The verbs_gate program, compiled (warnings are errors) or taken from the cache; with
+    ``engine``, over that gate engine source instead of the shipped one (a mutant's)."""
+    sources = GATE_SOURCES if engine is None else (
+        *(s for s in GATE_SOURCES if s != GATE.source), engine)
+    return _build("verbs_gate", sources, GATE_HEADERS, cache)
 
 
 def build_tagmatch_program(cache: Path | None = None) -> Path:
