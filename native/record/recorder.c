@@ -751,7 +751,8 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
     ssize_t r = real()->sendmsg(fd, msg, flags);
     int e = errno;
-    after_io(fd, "out", msg->msg_iov, msg->msg_iovlen, r, 0, 0);
+    if (msg)
+        after_io(fd, "out", msg->msg_iov, msg->msg_iovlen, r, 0, 0);
     errno = e;
     return r;
 }
@@ -825,8 +826,9 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
     ssize_t r = real()->recvmsg(fd, msg, flags);
     int e = errno;
-    after_io(fd, "in", msg->msg_iov, msg->msg_iovlen, r,
-             iov_total(msg->msg_iov, msg->msg_iovlen) > 0, flags & MSG_PEEK);
+    if (msg)
+        after_io(fd, "in", msg->msg_iov, msg->msg_iovlen, r,
+                 iov_total(msg->msg_iov, msg->msg_iovlen) > 0, flags & MSG_PEEK);
     errno = e;
     return r;
 }
