@@ -393,7 +393,8 @@ static int recording(void)
     return atomic_load_explicit(&R.fd, memory_order_relaxed) >= 0;
 }
 
-/* The line `{"ev":EV,"t":..,"tid":..` + body + `}`, one write(2) under the lock; frees b. */
+/* The line `{"ev":EV,"t":..,"tid":..` + body + `}`, one write(2) under the lock; frees b. The
+ * `end` line closes the file to later events in the same hold of the lock. */
 static void emit(const char *ev, struct jbuf *b)
 {
     jb_raw(b, "}\n", 2);
@@ -423,6 +424,7 @@ static void emit(const char *ev, struct jbuf *b)
                     w < 0 ? strerror(errno) : "short write");
                 R.fd = -1;
             }
+            R.ended = strcmp(ev, "end") == 0;
         }
         pthread_mutex_unlock(&R.lock);
     }
@@ -569,9 +571,6 @@ __attribute__((destructor)) static void recorder_end(void)
     if (!recording())
         return;
     emit_bare("end");
-    pthread_mutex_lock(&R.lock);
-    R.ended = 1;
-    pthread_mutex_unlock(&R.lock);
 }
 
 /* ================================================================== the TCP side channel */

@@ -257,9 +257,14 @@ def arguments(b: Parser) -> None:
     v.add_argument("--vector-bytes", type=int, default=24_576, metavar="B",
                    help="bytes of a gate vector (a multiple of 8, at most 32768: two chunks "
                         "above 16384), and ibv_uc_pingpong's -s")
+    v.add_argument("--record", action="store_true",
+                   help="instead: the gate pair without and with the raw verbs recorder "
+                        "(verbspec trace record), alternating; the ratio of their medians")
     v.add_argument("--json", action="store_true",
                    help='print {"gates", "reps", "bytes_each_way", "rows", "gate_us", '
-                        '"gate_p50_us", "pingpong_us", "ratio", "seconds", "boot_s"}')
+                        '"gate_p50_us", "pingpong_us", "ratio", "seconds", "boot_s"} (with '
+                        '--record: "unrecorded_us", "recorded_us" in place of the gate and '
+                        'pingpong figures)')
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -291,6 +296,12 @@ def _bench_verbs(args: argparse.Namespace) -> int:
                          f"8..32768")
     plan = verbs_native.BenchPlan(args.gates, args.reps, args.vector_bytes)
     try:
+        if args.record:
+            from verbspec.refimpl.rxe import record
+
+            return record.bench_record_main(
+                record.RecordBench(args.gates, args.reps, args.vector_bytes), args.json,
+                Path.cwd())
         return verbs_native.bench_main(plan, args.json, Path.cwd())
     except (verbs_native.BuildError, verbs_native.VerbsRunError,
             rxe_guest.RxeGuestError) as e:

@@ -20,7 +20,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +228,92 @@ def record_in_guest(guest_run: Runner, commands: Sequence[Sequence[str]], out_di
         raise vn.VerbsRunError(f"{e} (exit {res.returncode}; stderr: {res.stderr.strip()})"
                                ) from None
     return RecordOutcome(outcomes, recordings(out_dir, before), res.seconds, "guest")
+
+
+# ------------------------------------------------------------------ the recorder's cost
+@dataclass(frozen=True)
+class RecordBench:
+    """``verbspec bench verbs --record``: repetitions alternating the gate pair without and
+    with the recorder (each recorded rank writing into the guest's own /tmp), as BenchPlan's
+    gate runs (no big gate)."""
+
+    gates: int = 3_000
+    reps: int = 5
+    vector_bytes: int = 24_576
+    port: int = 18_650
+
+    def run(self, i: int) -> vn.GateRun:
+        return vn.GateRun(gates=self.gates, more_gates=0, big_bytes=0,
+                          vector_bytes=self.vector_bytes, timeout_ms=5000,
+                          port=self.port + 2 * i)
+
+    def lines(self, binary: Path, library: Path) -> list[str]:
+        preload = (f"export LD_PRELOAD={shlex.quote(str(library))}; "
+                   f"export {DIR_ENV}=\"$R\"; exec \"$@\"")
+        out: list[str] = []
+        for i in range(self.reps):
+            out += vn.pair_lines(binary, self.run(i), f"plain{i}")
+            recorded = replace(self.run(i), port=self.port + 2 * i + 1)
+            out.append(f"R=\"$d/rec{i}\"; mkdir -p \"$R\"; export R")
+            for r in (0, 1):
+                out += vn._rank_lines(["sh", "-c", preload, "sh", *recorded.argv(binary, r)],
+                                      r, f"rec{i}")
+            out += vn._report_lines(f"rec{i}")
+            out += [f"echo \"{vn.MARK} lines{i} rank 0 exit 0\"", "cat \"$R\"/*.jsonl | wc -l",
+                    f"echo \"{vn.MARK} lines{i} rank 0 stderr\""]
+        return out
+
+
+def bench_record(guest_run: Runner, binary: Path, library: Path, plan: RecordBench
+                 ) -> dict[str, Any]:
+    """Per repetition rank 0's mean gate round trip without and with the recorder, and the
+    lines both recorded ranks wrote; the medians and their ratio (recorded / unrecorded)."""
+    import statistics
+
+    res = guest_run(vn.pair_script(plan.lines(binary, library)), timeout=3600)
+    sections = vn.split_sections(res.stdout)
+    rows = []
+    for i in range(plan.reps):
+        plain, rec = vn.pair_outcome(sections, f"plain{i}"), vn.pair_outcome(sections, f"rec{i}")
+        for what, pair in (("unrecorded", plain), ("recorded", rec)):
+            if not pair.ok:
+                raise vn.VerbsRunError(f"repetition {i + 1}: the {what} gate pair failed: "
+                                       f"{vn._why(pair.ranks)}")
+        lines = sections.get((f"lines{i}", 0), (0, "0", ""))[1].strip()
+        rows.append({"unrecorded_us": plain.merged["round_trip_us"]["mean"],
+                     "recorded_us": rec.merged["round_trip_us"]["mean"],
+                     "lines": int(lines) if lines.isdigit() else None})
+    plain_med = statistics.median(r["unrecorded_us"] for r in rows)
+    rec_med = statistics.median(r["recorded_us"] for r in rows)
+    return {"gates": plan.gates, "reps": plan.reps, "bytes_each_way": plan.vector_bytes,
+            "rows": rows, "unrecorded_us": round(plain_med, 1),
+            "recorded_us": round(rec_med, 1), "ratio": round(rec_med / plain_med, 3),
+            "seconds": round(res.seconds, 1)}
+
+
+def bench_record_main(plan: RecordBench, as_json: bool, work_dir: Path) -> int:
+    """``verbspec bench verbs --record``: boots a guest, runs the plan, prints a table or JSON."""
+    import sys
+
+    from verbspec.refimpl.progress import print_table
+    from verbspec.refimpl.rxe import guest as rg
+
+    binary, library = vn.build_gate_program(), build_recorder()
+    image = rg.prepare(log=lambda m: print(m, file=sys.stderr))
+    with rg.RxeGuest.start(work_dir, image=image) as guest:
+        print(f"verbspec bench verbs --record: guest ready in {guest.boot_seconds:.1f} s",
+              file=sys.stderr)
+        result = bench_record(guest.run, binary, library, plan)
+    if as_json:
+        print(json.dumps(result))
+        return 0
+    rows = [[str(i + 1), f"{r['unrecorded_us']:,.1f}", f"{r['recorded_us']:,.1f}",
+             f"{r['recorded_us'] / r['unrecorded_us']:.3f}", str(r["lines"])]
+            for i, r in enumerate(result["rows"])]
+    print_table(f"gate round trip without and with the raw recorder, us ({plan.vector_bytes} "
+                f"bytes each way, {plan.gates} gates per repetition, rank 0's mean)",
+                ["rep", "unrecorded", "recorded", "recorded / unrecorded", "lines recorded"],
+                rows)
+    print(f"medians: unrecorded {result['unrecorded_us']:,.1f} us, recorded "
+          f"{result['recorded_us']:,.1f} us; ratio {result['ratio']:.3f}")
+    return 0
