@@ -103,3 +103,10 @@ def same_bytes(wrote: Stream, read: Stream, w: Recording, r: Recording) -> None:
 
 def le(b: bytes | bytearray, at_: int, n: int) -> int:
     return int.from_bytes(b[at_:at_ + n], "little")
+
+
+def rules_table(p: Profile) -> str:
+    """A profile's rules as the markdown table docs/verbs.md carries."""
+    rows = ["| the recording shows | in the spec | from |", "|---|---|---|"]
+    rows += [f"| {r.observed} | {r.spec} | {r.source} |" for r in p.rules]
+    return "\n".join(rows)
