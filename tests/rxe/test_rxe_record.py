@@ -53,7 +53,10 @@ def test_each_rank_s_recording_holds_its_setup_posts_polls_and_side_channel(gate
         assert events[0]["ev"] == "process" and events[0]["format"] == 1
         assert events[-1]["ev"] == "end" and f.ended and f.bad_lines == 0
         assert "unsupported" not in kinds
-        assert kinds["open_device"] == 1 and kinds["reg_mr"] == 4 == kinds["dereg_mr"]
+        # the gate's four regions (in, out, stage, stage_out), more where the program has
+        # more; each deregistered at the end
+        assert kinds["open_device"] == 1 and kinds["reg_mr"] >= 4
+        assert kinds["reg_mr"] == kinds["dereg_mr"]
         assert all("lkey" in e and e["length"] > 0 for e in events if e["ev"] == "reg_mr")
         qp = next(e for e in events if e["ev"] == "create_qp")
         assert qp["qp_type"] == "UC" and qp["max_recv_wr"] >= 16
