@@ -40,7 +40,7 @@ CALL_BLOCK = name_of(GateSpec.do_call_block)
 # the calls in the order they are tried: the workload's, then the application's misuse
 TRIED = (CALL_GATE, CALL_BIG, CALL_BLOCK, BAD_CALL)
 # what each call counts as in the report
-COUNTED = {CALL_GATE: "gates", CALL_BIG: "big_gates"}
+COUNTED = {CALL_GATE: "gates", CALL_BIG: "big_gates", CALL_BLOCK: "blocks"}
 
 
 @dataclass(frozen=True)
@@ -63,17 +63,19 @@ class InferredCalls(GateValidator):
     """One pass over a pair of gate recordings without ``call`` and ``result`` lines."""
 
     @staticmethod
-    def workload(ranks: tuple[RankTrace, RankTrace]) -> tuple[int, bool]:
-        """At most one call per recorded event (each call shows at least one), and big gates
-        when a rank wrote a header on the side channel (a big gate's, or a drain's)."""
+    def workload(ranks: tuple[RankTrace, RankTrace]) -> tuple[int, bool, bool]:
+        """At most one call per recorded event (each call shows at least one), big gates when
+        a rank wrote a header on the side channel (a big gate's, or a drain's), and verify
+        blocks when a rank wrote a verify-block or batch header."""
         calls = max(len(t.events) for t in ranks)
-        bigs = any(e.ev == "tcp_write" and e.data["kind"] == "header"
-                   for t in ranks for e in t.events)
-        return max(1, calls), bigs
+        written = {e.data["kind"] for t in ranks for e in t.events if e.ev == "tcp_write"}
+        return max(1, calls), "header" in written, bool(written & {"block", "batch"})
 
     # ------------------------------------------------------------------ the walk
     def _advance(self, r: int) -> None:
         e = self.ranks[r].events[self.cursor[r]]
+        if self._shown_pending(r, e):
+            return
         if e.ev in ("call", "result"):
             raise Violation(r, e, f"a {e.ev} line: this run records its calls; validate it "
                                   f"without inferring them")

@@ -73,13 +73,19 @@ TRANSMIT, DELIVER, REAP, CALL_GATE, BAD_CALL, CALL_BIG = (
 DRAIN_DONE, TIMEOUT, PEER_GONE, CRASH, SETUP = (
     name_of(f) for f in (GateSpec.do_drain_done, GateSpec.do_timeout, GateSpec.do_peer_gone,
                          GateSpec.do_crash, GateSpec.do_setup))
+# a verify block: an action of the system only where its configuration has verify_blocks=1
+CALL_BLOCK = name_of(GateSpec.do_call_block)
+# a batch gate of a verify block posts the next layer's receives and this layer's sends in one
+# step, which a device records as two posts (receives first); its last layer's, sends only
+BLOCK_SEND = name_of(GateSpec.do_block_send)
 WORLD = {TRANSMIT, DELIVER, name_of(GateSpec.do_lose)}
-CALLS = {CALL_GATE, BAD_CALL, CALL_BIG}
+CALLS = {CALL_GATE, BAD_CALL, CALL_BIG, CALL_BLOCK}
 # what the workload parameters become: the run's own calls are the workload
-WORKLOAD = ("ops", "big_gates", "faults")
+WORKLOAD = ("ops", "big_gates", "verify_blocks", "faults")
 SEND_REGIONS = {"stage_out": "stage"}   # the channel's send-side staging region, as the spec
 STATUS_CODE = fb.WC_STATUS_CODE          # names it ("stage" both ways)
-LIBRARY_OPS = ("exchange", "big_exchange", "drain")     # the calls that may be spec ops
+# the calls that may be spec ops
+LIBRARY_OPS = ("exchange", "big_exchange", "drain", "verify_block")
 ITF_MAX_STEPS = 5_000     # an ITF state holds both queue pairs: long prefixes are slow
 
 
@@ -104,6 +110,7 @@ class Report:
     spec_steps: int = 0
     gates: list[int] = field(default_factory=lambda: [0, 0])
     big_gates: list[int] = field(default_factory=lambda: [0, 0])
+    blocks: list[int] = field(default_factory=lambda: [0, 0])       # verify blocks
     drains: list[int] = field(default_factory=lambda: [0, 0])
     actions: dict[str, int] = field(default_factory=dict)
     outside_workload: int = 0      # big gates of sizes the closed system does not draw
@@ -122,18 +129,19 @@ class Report:
         return asdict(self)
 
 
-def spec_config(ranks: tuple[RankTrace, RankTrace], calls: int, bigs: bool) -> Any:
+def spec_config(ranks: tuple[RankTrace, RankTrace], calls: int, bigs: bool,
+                blocks: bool = False) -> Any:
     """The spec's configuration for the run: the ``begin`` lines' (rank 1's own values apart),
-    with the workload parameters set to the run's own (its calls, its big gates, faults
-    allowed so a timeout or a gone peer is a step); TraceInputError when the spec cannot
-    express it."""
+    with the workload parameters set to the run's own (its calls, its big gates, its verify
+    blocks, faults allowed so a timeout or a gone peer is a step); TraceInputError when the
+    spec cannot express it."""
     trace, config = ranks[0], run_config(*ranks)
     values = {k: v for k, v in config.items() if k in {p.name for p in PARAMS}}
     unknown = sorted(set(config) - set(values))
     if unknown:
         raise TraceInputError(f"{trace.path}: config has {', '.join(unknown)}, which the gate "
                               f"spec has no parameter for")
-    values.update(ops=max(1, calls), big_gates=int(bigs), faults=1)
+    values.update(ops=max(1, calls), big_gates=int(bigs), verify_blocks=int(blocks), faults=1)
     try:
         return make_config(check_values(PARAMS, values))
     except ParamError as e:
@@ -260,15 +268,18 @@ class GateValidator:
         self.call_name = ["", ""]
         self.expect_error: list[str | None] = [None, None]
         self.report = Report(ok=False)
+        # the sends of a step that posted receives and sends, not yet shown by the rank's trace
+        self.pending: list[Observation | None] = [None, None]
 
     @staticmethod
-    def workload(ranks: tuple[RankTrace, RankTrace]) -> tuple[int, bool]:
-        """The run's calls per rank (the most either made) and whether any was a big gate or
-        a drain: the recorded calls."""
-        ops = [[1 if e.data["name"] != "exchange" else 0
-                for e in t.events if e.ev == "call" and e.data["name"] in LIBRARY_OPS]
-               for t in ranks]
-        return max(len(ops[0]), len(ops[1])), any(any(o) for o in ops)
+    def workload(ranks: tuple[RankTrace, RankTrace]) -> tuple[int, bool, bool]:
+        """The run's calls per rank (the most either made), whether any was a big gate or a
+        drain, and whether any was a verify block: the recorded calls."""
+        names = [[e.data["name"] for e in t.events
+                  if e.ev == "call" and e.data["name"] in LIBRARY_OPS] for t in ranks]
+        every = names[0] + names[1]
+        return (max(len(names[0]), len(names[1])),
+                any(n in ("big_exchange", "drain") for n in every), "verify_block" in every)
 
     # ------------------------------------------------------------------ spec steps
     def _step(self, name: str, *args: Any) -> Observation:
@@ -302,7 +313,10 @@ class GateValidator:
 
     def _kind(self, name: str, r: int) -> str:
         """What the step ``name`` records (a post, a TCP item, a poll, or nothing): each own
-        step records one kind whatever its arguments; learnt from its first application."""
+        step records one kind whatever its arguments (a block's batch gate apart: receives
+        and sends, or sends only); learnt from its first application."""
+        if name == BLOCK_SEND:
+            return "?"
         kind = self.kinds.get(name)
         if kind is None:
             obs = self.table[name].apply(self.s, r)[1]
@@ -363,6 +377,8 @@ class GateValidator:
 
     def _advance(self, r: int) -> None:
         e = self.ranks[r].events[self.cursor[r]]
+        if self._shown_pending(r, e):
+            return
         rk = self.s.ranks[r]
         if e.ev == "end":
             return
@@ -410,6 +426,8 @@ class GateValidator:
             else:
                 raise Violation(r, e, f"the spec takes no gate call {step[1:]} here",
                                 self._calls(r))
+        elif name == "verify_block":
+            obs = self._block_call(r, e, args)
         elif name == "drain" and not rk.window_active:
             obs = Observation(r)        # nothing armed: nothing to do
         elif name in ("big_exchange", "drain"):
@@ -431,6 +449,19 @@ class GateValidator:
             raise Violation(r, e, f"the gate library has no call {name!r}")
         self.expect_error[r] = obs.result or None
 
+    def _block_call(self, r: int, e: Event, args: dict[str, Any]) -> Observation:
+        """A verify block: the spec's call_block, of the rank's own configured layers and
+        rows (the spec's block takes its size from the configuration)."""
+        c = self.spec.cfgs[r]
+        got = (args.get("layers"), args.get("rows"))
+        if got != (c.block_layers, c.block_rows):
+            raise Violation(r, e, f"a verify block of {got[0]} layers x {got[1]} rows; the "
+                                  f"spec's rank {r} makes blocks of {c.block_layers} x "
+                                  f"{c.block_rows} (its begin line's block_layers, block_rows)")
+        if CALL_BLOCK not in self.table or not self._enabled(CALL_BLOCK, (r,)):
+            raise Violation(r, e, "the spec takes no verify block here", self._calls(r))
+        return self._step(CALL_BLOCK, r)
+
     def _connect(self, r: int, e: Event, args: dict[str, Any]) -> None:
         """The channel's connect call: the spec's setup step, which compares the peer's hello (the
         one the rank recorded receiving must be the peer's configuration)."""
@@ -445,7 +476,8 @@ class GateValidator:
         self.expect_error[r] = self._step(SETUP, r).result or None
 
     def _calls(self, r: int) -> str:
-        found = [f"{n}{args[1:]}" for n in (CALL_GATE, CALL_BIG, BAD_CALL)
+        found = [f"{n}{args[1:]}" for n in (CALL_GATE, CALL_BIG, CALL_BLOCK, BAD_CALL)
+                 if n in self.table
                  for args in self.table[n].enabled(self.s) if args[0] == r]
         return (f"rank {r} in phase {self.s.ranks[r].phase} may: {', '.join(found)}"
                 if found else self._allowed(r))
@@ -475,6 +507,8 @@ class GateValidator:
                 self.report.gates[r] += 1
             elif self.call_name[r] == "big_exchange":
                 self.report.big_gates[r] += 1
+            elif self.call_name[r] == "verify_block":
+                self.report.blocks[r] += 1
         else:
             self._fault_result(r, e, text)
         self.in_call[r] = False
@@ -556,8 +590,26 @@ class GateValidator:
                                     , self._allowed(r))
                 obs = self._step(name, r)
                 self.expect_error[r] = obs.result or self.expect_error[r]
+                if e.ev == "post_recv" and obs.sends:
+                    self.pending[r] = obs
                 return
         raise Violation(r, e, f"the spec's rank does not {e.ev} here", self._allowed(r))
+
+    def _shown_pending(self, r: int, e: Event) -> bool:
+        """Whether ``e`` is the post of the sends the rank's last step posted after its
+        receives (a verify block's batch gate); a rank with such sends pending must record
+        them next."""
+        obs = self.pending[r]
+        if obs is None:
+            return False
+        if e.ev != "post_send" or not _matches(e, obs):
+            shown = {"ev": "post_send", "wrs": [[w.wr_id, w.buf, w.offset, w.length,
+                                                  w.signaled] for w in obs.sends]}
+            raise Violation(r, e, f"the spec's step that posted the receives before it also "
+                                  f"posted {json.dumps(shown, separators=(',', ':'))}, which "
+                                  f"the rank must record next")
+        self.pending[r] = None
+        return True
 
     # ------------------------------------------------------------------ polls and the fabric
     def _poll(self, r: int, e: Event) -> None:
@@ -587,11 +639,16 @@ class GateValidator:
                                       f"{[list(c) for c in cq[:k]]}", self._allowed(r))
             self._reorder(r, want)
             cq = [tuple(_cqe(c)) for c in self.s.fabric.qps[r].cq]
+        later: tuple[fb.CQE, ...] = ()
         if k < n and len(cq) > k:
-            raise Violation(r, e, f"the poll returned {k} completions, but the spec's "
-                                  f"completion queue holds {len(cq)}: {list(cq[k])} was there "
-                                  f"too", self._allowed(r))
+            later = self._acked_later(r, k)
+            if not later:
+                raise Violation(r, e, f"the poll returned {k} completions, but the spec's "
+                                      f"completion queue holds {len(cq)}: {list(cq[k])} was "
+                                      f"there too", self._allowed(r))
         obs = self._step(REAP, r)
+        if later:
+            self._put_back(r, later)
         for c in want:
             self.reaped[r][c[0]] += 1
         self.polls_done[r] += 1
@@ -642,6 +699,29 @@ class GateValidator:
         fabric = fb.set_qp(self.s.fabric, r, evolve(qp, cq=tuple(head + left)))
         self.s = evolve(self.s, fabric=fabric)
         self.reordered += 1
+
+    def _acked_later(self, r: int, k: int) -> tuple[fb.CQE, ...]:
+        """A short poll on RC that left out send completions the spec's CQ holds past its k
+        entries: the spec completes an RC send as its message lands, the device once the
+        acknowledgement is back, after the peer may have polled the message (the late-sends
+        relaxation). Those completions, taken out of the CQ until the reap is done; none
+        where the relaxation does not apply."""
+        qp = self.s.fabric.qps[r]
+        rest = qp.cq[k:]
+        if not (self.late_sends and qp.qp_type == "rc"
+                and all(c.opcode == "send" and c.status == fb.ST_OK for c in rest)):
+            return ()
+        fabric = fb.set_qp(self.s.fabric, r, evolve(qp, cq=qp.cq[:k]))
+        self.s = evolve(self.s, fabric=fabric)
+        self.reordered += 1
+        return rest
+
+    def _put_back(self, r: int, later: tuple[fb.CQE, ...]) -> None:
+        """The send completions ``_acked_later`` took out, back at the head of the CQ: the
+        next polls show them."""
+        qp = self.s.fabric.qps[r]
+        fabric = fb.set_qp(self.s.fabric, r, evolve(qp, cq=later + qp.cq))
+        self.s = evolve(self.s, fabric=fabric)
 
     def _pushed(self, q: int, opcode: str) -> int:
         """Completions of ``opcode`` that have entered rank q's CQ so far."""
@@ -745,8 +825,9 @@ def render(rep: Report) -> str:
     if rep.ok:
         extra = (f"; {rep.late_sends} polls showed a send's completion after later receives"
                  if rep.late_sends else "")
-        counts = (f"gates {per(rep.gates)}, big gates {per(rep.big_gates)}, drains "
-                  f"{per(rep.drains)} (rank 0/rank 1)" if rep.protocol == "gate"
+        counts = (f"gates {per(rep.gates)}, big gates {per(rep.big_gates)}, verify blocks "
+                  f"{per(rep.blocks)}, drains {per(rep.drains)} (rank 0/rank 1)"
+                  if rep.protocol == "gate"
                   else rep.detail)
         if rep.protocol != "gate":
             return f"valid: {rep.recorded_steps} recorded steps checked; {counts}; " \
