@@ -454,12 +454,14 @@ static void unsupported(const char *call, const char *detail)
 /* This process's argv, from /proc/self/cmdline, as a JSON array; argv[0]'s basename in base. */
 static void argv_json(struct jbuf *b, char *base, size_t base_size)
 {
-    char buf[65536];
+    /* on the heap: a forked child runs this on the forking thread's stack, maybe a small one */
+    const size_t size = 65536;
+    char *buf = malloc(size);
     size_t got = 0;
-    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    int fd = buf ? open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC) : -1;
     if (fd >= 0) {
         ssize_t k;
-        while (got < sizeof buf && (k = real()->read(fd, buf + got, sizeof buf - got)) > 0)
+        while (got < size && (k = real()->read(fd, buf + got, size - got)) > 0)
             got += (size_t)k;
         real()->close(fd);
     }
@@ -484,6 +486,7 @@ static void argv_json(struct jbuf *b, char *base, size_t base_size)
         i += n + 1;
     }
     jb_raw(b, "]", 1);
+    free(buf);
 }
 
 /* Opens this process's file and writes its `process` line; says why on stderr when it
