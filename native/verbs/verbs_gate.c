@@ -1,15 +1,18 @@
-/* verbs_gate: one rank of the gate protocol over a real UC queue pair, the C gate engine
- * (native/gate/gate_engine.h) driven over libibverbs, with the TCP connection as the protocol's
- * side channel (barrier bytes and big-gate headers, as refimpl/transport/side_channel.py writes
- * them).
+/* verbs_gate: one rank of the gate protocol over a real UC (or, with --qp rc, RC) queue pair,
+ * the C gate engine (native/gate/gate_engine.h) driven over libibverbs, with the TCP connection
+ * as the protocol's side channel (barrier bytes and big-gate headers, as
+ * refimpl/transport/side_channel.py writes them; verify-block and batch headers in a frame of
+ * this program's own, write_item).
  *
  *   verbs_gate --rank R --device DEV (--listen PORT | --peer HOST:PORT) [options]
  *
  * The run: N decode gates (the first arms the window), a big gate of M bytes in windows of the
- * granted depth (it drains the window first), then K more gates (the first re-arms). Every gate
- * vector and every big-gate chunk is filled with a pattern keyed by (rank, gate seq) or
- * (rank, big gate, chunk) and checked word by word on arrival against the peer's: a message lost
- * on UC shifts the pairing and fails the check, so no wrong payload is taken. With --trace FILE
+ * granted depth (it drains the window first), V verify blocks of L layers x R rows (each a
+ * header exchange, the drain when the window is armed, then a batch gate per layer), then K more
+ * gates (the first re-arms). Every gate vector, big-gate chunk and verify-block row is filled
+ * with a pattern keyed by (rank, gate seq), (rank, big gate, chunk) or (rank, block, row) and
+ * checked word by word on arrival against the peer's: a message lost on UC shifts the pairing
+ * and fails the check, so no wrong payload is taken. With --trace FILE
  * every post, poll and side-channel item goes to FILE as JSON lines (docs/verbs.md). --json
  * prints the outcome as one JSON object. Exit 0: every payload verified; 1: the run failed (the
  * reason on stderr); 2: bad arguments; 3: the rank left on purpose (--exit-after).
@@ -39,16 +42,20 @@
 #define PEER_CHECK_EVERY 4096u      /* empty polls between liveness checks of the peer */
 #define CLOCK_CHECK_EVERY 64u       /* empty polls between deadline checks */
 #define HEADER_BYTES 32u            /* magic, layer, gate, number, chunks, depth */
-#define N_SETTINGS 7
+#define BLOCK_MAGIC UINT32_C(0x4B425356)    /* "VSBK": a verify-block or batch header */
+#define N_SETTINGS 11
+#define MAX_BLOCKS 1000000u         /* verify blocks a run makes: the key holds 20 bits */
 #define EXIT_FAILED 1
 #define EXIT_USAGE 2
 #define EXIT_LEFT 3
 
-/* The registered regions: the engine's in-slots, out-slots and staging (vs_gate_buf), and the
- * send side's own staging (the engine addresses both stagings as VS_GATE_BUF_STAGE). */
-enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, N_REGIONS };
+/* The registered regions: the engine's in-slots, out-slots and staging (vs_gate_buf), the send
+ * side's own staging (the engine addresses both stagings as VS_GATE_BUF_STAGE), and a verify
+ * block's rows received and sent. Registered in this order (the raw profile reads them so). */
+enum { R_IN, R_OUT, R_STAGE, R_STAGE_OUT, R_BLK, R_BOUT, N_REGIONS };
 static const int32_t REGION_BUF[N_REGIONS] = {VS_GATE_BUF_IN, VS_GATE_BUF_OUT, VS_GATE_BUF_STAGE,
-                                              VS_GATE_BUF_STAGE};
+                                              VS_GATE_BUF_STAGE, VS_GATE_BUF_BLK,
+                                              VS_GATE_BUF_BOUT};
 
 /* A region's name in the trace: the spec's name of its buffer (native/generated/
  * spec_constants.h), the send side's staging apart. */
@@ -63,6 +70,8 @@ typedef struct {
     uint64_t gates, more_gates, big_bytes, vec_bytes, max_msg, window, cq_depth;
     int timeout_ms;
     uint64_t exit_after;            /* 0: never */
+    int rc;                         /* --qp rc: a reliable queue pair (else UC) */
+    uint64_t verify_blocks, block_layers, block_rows;
 } options;
 
 typedef struct {
@@ -86,8 +95,9 @@ typedef struct {
     int in_big, big_xfer;
     uint64_t big_no, big_base, big_win;
     uint64_t peer_window, peer_max_msg;     /* the peer's hello, from the plan exchange */
+    uint64_t block_no;              /* the verify block in progress, from 1 */
     /* the outcome */
-    uint64_t gates, big_gates, big_bytes, verified, mismatches, drops;
+    uint64_t gates, big_gates, big_bytes, verify_blocks, verified, mismatches, drops;
     double *lat_us;
     size_t n_lat;
     double gate_seconds, big_seconds, wall_seconds;
@@ -120,12 +130,21 @@ static uint64_t chunk_key(int rank, uint64_t big, uint64_t chunk)
     return (uint64_t)rank << 62 | UINT64_C(1) << 61 | big << 40 | chunk;
 }
 
+/* A verify-block row's key: bit 60 set (gate keys have bits 60-61 clear, chunk keys bit 61
+ * set), the block below MAX_BLOCKS in bits 40-59, the row counted through the block below. */
+static uint64_t block_key(int rank, uint64_t block, uint64_t row)
+{
+    return (uint64_t)rank << 62 | UINT64_C(1) << 60 | block << 40 | row;
+}
+
 /* The region a work request addresses: staging sends read the send side's staging. */
 static int region_of(const vs_gate_wr *w, int sends)
 {
     switch (w->buf) {
     case VS_GATE_BUF_IN: return R_IN;
     case VS_GATE_BUF_OUT: return R_OUT;
+    case VS_GATE_BUF_BLK: return R_BLK;
+    case VS_GATE_BUF_BOUT: return R_BOUT;
     default: return sends ? R_STAGE_OUT : R_STAGE;
     }
 }
@@ -145,11 +164,22 @@ static void trace_wrs(rank_t *r, const char *ev, const vs_gate_wr *w, size_t n, 
     fputs("]}\n", r->trace);
 }
 
+/* An item's kind as the spec names it (spec/gate/wire.py TcpItem). */
+static const char *tcp_kind(int32_t kind)
+{
+    switch (kind) {
+    case VS_GATE_TCP_HEADER: return "header";
+    case VS_GATE_TCP_BLOCK: return "block";
+    case VS_GATE_TCP_BATCH: return "batch";
+    default: return "byte";
+    }
+}
+
 static void trace_tcp(rank_t *r, const char *ev, const vs_gate_tcp *t)
 {
     fprintf(r->trace, "{\"ev\": \"%s\", \"kind\": \"%s\", \"value\": %" PRIu64 ", \"chunks\": %"
-            PRIu64 ", \"depth\": %" PRIu64 "}\n", ev,
-            t->kind == VS_GATE_TCP_HEADER ? "header" : "byte", t->value, t->chunks, t->depth);
+            PRIu64 ", \"depth\": %" PRIu64 "}\n", ev, tcp_kind(t->kind), t->value, t->chunks,
+            t->depth);
 }
 
 static void trace_result(rank_t *r, int ok)
@@ -165,10 +195,12 @@ static void trace_result(rank_t *r, int ok)
     fputs("}\n", r->trace);
 }
 
+/* The begin line: the GateConfig fields. big_gates and verify_blocks are the spec's workload
+ * switches (1: the run makes big gates, verify blocks), not counts. */
 static void trace_begin(rank_t *r)
 {
     const vs_gate_config *c = &r->cfg;
-    uint64_t ops = r->o.gates + r->o.more_gates + (r->o.big_bytes ? 1 : 0);
+    uint64_t ops = r->o.gates + r->o.more_gates + (r->o.big_bytes ? 1 : 0) + r->o.verify_blocks;
     fprintf(r->trace, "{\"ev\": \"begin\", \"protocol\": \"gate\", \"rank\": %d, \"transport\": "
             "\"verbs-c\", \"engine\": \"native\", \"config\": {\"vec_bytes\": %" PRIu64
             ", \"max_msg\": %" PRIu64 ", \"window\": %" PRIu64 ", \"gates_per_token\": %" PRIu64
@@ -176,12 +208,14 @@ static void trace_begin(rank_t *r)
             ", \"slot_mask\": %" PRIu64 ", \"rq_depth\": %" PRIu64 ", \"sq_depth\": %" PRIu64
             ", \"cq_depth\": %" PRIu64 ", \"big_depth\": %" PRIu64 ", \"chain_max\": %" PRIu64
             ", \"staging_bytes\": %" PRIu64 ", \"big_last_bytes\": %" PRIu64
-            ", \"timeout_ms\": %d, \"qp_type\": \"uc\", "
+            ", \"timeout_ms\": %d, \"qp_type\": \"%s\", "
             "\"unsignaled_completions\": 0, \"faults\": 1, \"wire_loss\": 0, \"ops\": %" PRIu64
-            ", \"big_gates\": %d}}\n", r->o.ep.rank, c->vec_bytes, c->max_msg, c->window,
+            ", \"big_gates\": %d, \"verify_blocks\": %d, \"block_layers\": %" PRIu64
+            ", \"block_rows\": %" PRIu64 "}}\n", r->o.ep.rank, c->vec_bytes, c->max_msg, c->window,
             c->gates_per_token, c->n_slots, c->slot_start, c->slot_step, c->slot_mask,
             c->rq_depth, c->sq_depth, r->o.cq_depth, c->big_depth, c->chain_max,
-            c->staging_bytes, c->big_last_bytes, r->o.timeout_ms, ops, r->o.big_bytes ? 1 : 0);
+            c->staging_bytes, c->big_last_bytes, r->o.timeout_ms, r->o.rc ? "rc" : "uc", ops,
+            r->o.big_bytes ? 1 : 0, r->o.verify_blocks ? 1 : 0, c->block_layers, c->block_rows);
 }
 
 /* ------------------------------------------------------------------ carrying out a step */
@@ -261,21 +295,49 @@ static uint64_t get_le(const uint8_t *p, int n)
     return v;
 }
 
-static int write_item(rank_t *r, const vs_gate_tcp *t)
+/* A verify-block or batch header as this program frames it, HEADER_BYTES little-endian bytes:
+ * magic "VSBK" (0-3), kind VS_GATE_TCP_BLOCK or _BATCH (4-7), the value (8-15: a block's
+ * layers, a batch gate's layer), rows per layer (16-23), the seq (24-31: a batch gate's, the
+ * big-gate number it takes; 0 in a block header). The fields are those of ds4's gate header
+ * (ds4_tp.c 90-95: magic, layer, gate, seq), which its batch gate fills with the layer, the
+ * rows and the seq (ds4_tp_batch_gate_exchange, 2245-2246); ds4's block begin writes no header
+ * and drains at once (ds4_tp_batch_block_begin, 2186-2202), so the block header is the spec's
+ * rendezvous before the drain, framed here with a magic of its own and whole 8-byte fields. */
+static void put_block_frame(uint8_t *buf, const vs_gate_tcp *t)
 {
-    uint8_t buf[HEADER_BYTES];
-    size_t n = 1;
-    if (t->kind == VS_GATE_TCP_HEADER) {
+    vc_put_le(buf, BLOCK_MAGIC, 4);
+    vc_put_le(buf + 4, (uint64_t)t->kind, 4);
+    vc_put_le(buf + 8, t->value, 8);
+    vc_put_le(buf + 16, t->chunks, 8);
+    vc_put_le(buf + 24, t->depth, 8);
+}
+
+/* An item's bytes on the side channel: one barrier byte, or a 32-byte header; their count. */
+static size_t frame_item(uint8_t *buf, const vs_gate_tcp *t)
+{
+    switch (t->kind) {
+    case VS_GATE_TCP_HEADER:
         vc_put_le(buf, VS_GATE_HEADER_MAGIC, 4);
         vc_put_le(buf + 4, VS_GATE_BIG_LAYER, 4);
         vc_put_le(buf + 8, VS_GATE_BIG_MAGIC, 4);
         vc_put_le(buf + 12, t->value, 8);
         vc_put_le(buf + 20, t->chunks, 8);
         vc_put_le(buf + 28, t->depth, 4);
-        n = HEADER_BYTES;
-    } else {
+        return HEADER_BYTES;
+    case VS_GATE_TCP_BLOCK:
+    case VS_GATE_TCP_BATCH:
+        put_block_frame(buf, t);
+        return HEADER_BYTES;
+    default:
         buf[0] = (uint8_t)t->value;
+        return 1;
     }
+}
+
+static int write_item(rank_t *r, const vs_gate_tcp *t)
+{
+    uint8_t buf[HEADER_BYTES];
+    size_t n = frame_item(buf, t);
     if (r->trace)
         trace_tcp(r, "tcp_write", t);
     vq_err err;
@@ -330,13 +392,42 @@ static int apply(rank_t *r)
     return 0;
 }
 
+/* Whether the rank reads a header next (a big-gate, verify-block or batch header): only then
+ * is a first byte that begins a header's magic read as a header's. */
+static int reads_header(const rank_t *r)
+{
+    int32_t phase = vs_gate_phase_of(r->e);
+    return phase == VS_GATE_BIG_HDR_READ || phase == VS_GATE_BLOCK_HDR_READ
+           || phase == VS_GATE_BATCH_HDR_READ;
+}
+
+static int header_start(uint8_t b)
+{
+    return b == (VS_GATE_HEADER_MAGIC & 0xFF) || b == (BLOCK_MAGIC & 0xFF);
+}
+
+/* A header's HEADER_BYTES as the item they frame (write_item's framings), or its first byte
+ * as a stray byte when its magic or kind is none of them. */
+static vs_gate_tcp parse_header(const uint8_t *buf)
+{
+    uint64_t magic = get_le(buf, 4), kind = get_le(buf + 4, 4);
+    if (magic == VS_GATE_HEADER_MAGIC)
+        return (vs_gate_tcp){VS_GATE_TCP_HEADER, get_le(buf + 12, 8), get_le(buf + 20, 8),
+                             get_le(buf + 28, 4)};
+    if (magic == BLOCK_MAGIC && (kind == VS_GATE_TCP_BLOCK || kind == VS_GATE_TCP_BATCH))
+        return (vs_gate_tcp){(int32_t)kind, get_le(buf + 8, 8), get_le(buf + 16, 8),
+                             get_le(buf + 24, 8)};
+    return (vs_gate_tcp){VS_GATE_TCP_BYTE, buf[0], 0, 0};
+}
+
 static int read_item(rank_t *r)
 {
-    int header = vs_gate_phase_of(r->e) == VS_GATE_BIG_HDR_READ;
+    int header = reads_header(r);
     uint8_t buf[HEADER_BYTES];
     vq_err err;
     int got = vq_read_full(r->fd, buf, 1, r->o.ep.side_timeout_ms, &err);
-    if (got == 0 && header && buf[0] == (VS_GATE_HEADER_MAGIC & 0xFF))
+    int whole = got == 0 && header && header_start(buf[0]);
+    if (whole)
         got = vq_read_full(r->fd, buf + 1, HEADER_BYTES - 1, r->o.ep.side_timeout_ms, &err);
     if (got < 0)
         return fail(r, "%s", err.text);
@@ -345,11 +436,7 @@ static int read_item(rank_t *r)
             return refused(r, "peer_closed");
         return apply(r);
     }
-    vs_gate_tcp t = {VS_GATE_TCP_BYTE, buf[0], 0, 0};
-    if (header && buf[0] == (VS_GATE_HEADER_MAGIC & 0xFF)
-        && get_le(buf, 4) == VS_GATE_HEADER_MAGIC)
-        t = (vs_gate_tcp){VS_GATE_TCP_HEADER, get_le(buf + 12, 8), get_le(buf + 20, 8),
-                          get_le(buf + 28, 4)};
+    vs_gate_tcp t = whole ? parse_header(buf) : (vs_gate_tcp){VS_GATE_TCP_BYTE, buf[0], 0, 0};
     if (r->trace)
         trace_tcp(r, "tcp_read", &t);
     if (vs_gate_tcp_read(r->e, &t))
@@ -529,6 +616,48 @@ static int big_gate(rank_t *r)
     return 0;
 }
 
+/* Every row of the verify block that landed against the peer's pattern. */
+static int check_block(rank_t *r)
+{
+    const vs_gate_config *c = &r->cfg;
+    for (uint64_t row = 0; row < c->block_layers * c->block_rows; row++) {
+        long long at = vc_first_bad(r->mem[R_BLK] + row * c->vec_bytes, c->vec_bytes,
+                                    block_key(1 - r->o.ep.rank, r->block_no, row));
+        if (at >= 0) {
+            r->mismatches++;
+            return fail(r, "verify block %" PRIu64 ": row %" PRIu64 " (layer %" PRIu64 ") "
+                        "failed its check at byte %lld: a message was lost or landed in "
+                        "another's receive", r->block_no, row, row / c->block_rows, at);
+        }
+        r->verified++;
+    }
+    return 0;
+}
+
+/* One verify block (ds4_tp_batch_block_begin, a batch gate per layer, _end): every row this
+ * rank sends filled with its pattern first, the engine driven until the block ends, then
+ * every row received checked. */
+static int verify_block(rank_t *r)
+{
+    const vs_gate_config *c = &r->cfg;
+    r->block_no++;
+    for (uint64_t row = 0; row < c->block_layers * c->block_rows; row++)
+        vc_fill(r->mem[R_BOUT] + row * c->vec_bytes, c->vec_bytes,
+                block_key(r->o.ep.rank, r->block_no, row));
+    if (r->trace)
+        fprintf(r->trace, "{\"ev\": \"call\", \"name\": \"verify_block\", \"args\": "
+                "{\"layers\": %" PRIu64 ", \"rows\": %" PRIu64 "}}\n", c->block_layers,
+                c->block_rows);
+    if (vs_gate_call_block(r->e))
+        return refused(r, "call_block");
+    int rc = apply(r) || drive(r) || check_block(r) ? -1 : 0;
+    trace_result(r, rc == 0);
+    if (rc)
+        return -1;
+    r->verify_blocks++;
+    return 0;
+}
+
 /* The end: each side closes its writing half and waits for the peer's, so neither tears its
  * queue pair down while the other may still be receiving. The peer closes only after its last
  * gate, which took every chunk this rank sent, so this rank's sends have all left its device;
@@ -553,6 +682,40 @@ static int finish(rank_t *r)
 }
 
 /* ------------------------------------------------------------------ setup */
+/* The plan both ranks must share, in the order it travels (8 little-endian bytes each, after
+ * the queue pair's address); the raw profile reads the same order. */
+static const char *const SETTING_NAMES[N_SETTINGS] = {
+    "rank", "vector bytes", "max_msg", "window", "gates", "more gates", "big-gate bytes",
+    "queue pair type (0 uc, 1 rc)", "verify blocks", "block layers", "block rows"};
+
+/* Both ranks write their queue pair's address and plan and read the peer's; a peer whose plan
+ * differs is refused, naming the setting. */
+static int exchange_plan(rank_t *r, vq_addr *remote)
+{
+    const options *o = &r->o;
+    const vs_gate_config *c = &r->cfg;
+    uint64_t mine[N_SETTINGS] = {(uint64_t)o->ep.rank, c->vec_bytes, c->max_msg, c->window,
+                                 o->gates, o->more_gates, o->big_bytes, (uint64_t)o->rc,
+                                 o->verify_blocks, c->block_layers, c->block_rows};
+    uint8_t out[8 * N_SETTINGS], in[8 * N_SETTINGS];
+    for (int i = 0; i < N_SETTINGS; i++)
+        vc_put_le(out + 8 * i, mine[i], 8);
+    vq_addr local;
+    vq_err err;
+    vq_local_addr(&r->dev, &local);
+    if (vq_exchange(r->fd, &local, remote, out, in, sizeof out, o->ep.connect_timeout_ms, &err))
+        return fail(r, "%s", err.text);
+    if (get_le(in, 8) != (uint64_t)(1 - o->ep.rank))
+        return fail(r, "the peer is rank %" PRIu64 ", and so is this rank", get_le(in, 8));
+    for (int i = 1; i < N_SETTINGS; i++)
+        if (get_le(in + 8 * i, 8) != mine[i])
+            return fail(r, "the peer runs with %s %" PRIu64 ", this rank with %" PRIu64,
+                        SETTING_NAMES[i], get_le(in + 8 * i, 8), mine[i]);
+    r->peer_max_msg = get_le(in + 8 * 2, 8);
+    r->peer_window = get_le(in + 8 * 3, 8);
+    return 0;
+}
+
 static int setup(rank_t *r)
 {
     options *o = &r->o;
@@ -565,13 +728,16 @@ static int setup(rank_t *r)
         .sq_depth = SPEC(SQ_DEPTH_DEFAULT), .big_depth = SPEC(BIG_DEPTH_DEFAULT),
         .chain_max = SPEC(CHAIN_MAX_DEFAULT),
         .staging_bytes = SPEC(BIG_DEPTH_DEFAULT) * o->max_msg,   /* a window of whole chunks */
-        .big_last_bytes = o->big_bytes % o->max_msg};
+        .big_last_bytes = o->big_bytes % o->max_msg, .block_layers = o->block_layers,
+        .block_rows = o->block_rows};
     char why[VS_GATE_TEXT];
     if (vs_gate_create(&r->cfg, 0, &r->e, why, sizeof why))
         return fail(r, "the gate configuration was refused: %s", why);
     const vs_gate_config *c = &r->cfg;
     r->len[R_IN] = r->len[R_OUT] = c->n_slots * c->vec_bytes;
     r->len[R_STAGE] = r->len[R_STAGE_OUT] = c->staging_bytes;
+    /* a block's rows, a vector each, counted through its layers (the engine's row offsets) */
+    r->len[R_BLK] = r->len[R_BOUT] = c->block_layers * c->block_rows * c->vec_bytes;
     for (int i = 0; i < N_REGIONS; i++) {
         void *p = NULL;
         if (posix_memalign(&p, 4096, r->len[i]))
@@ -580,7 +746,11 @@ static int setup(rank_t *r)
         memset(p, 0, r->len[i]);
         r->mem[i] = p;
     }
+    /* the longest chain: the arming window, a big-gate sub-batch, or a block layer's rows */
+    uint64_t layer_wrs = c->block_rows * ((c->vec_bytes + c->max_msg - 1) / c->max_msg);
     r->cap = c->window * 2 + c->chain_max + 2;
+    if (layer_wrs > r->cap)
+        r->cap = layer_wrs;
     r->poll_cap = VS_GATE_DRAIN_POLL(c->window) > VS_GATE_BIG_POLL ? VS_GATE_DRAIN_POLL(c->window)
                                                                     : VS_GATE_BIG_POLL;
     r->rwr = calloc(r->cap, sizeof *r->rwr);
@@ -592,8 +762,9 @@ static int setup(rank_t *r)
     if (!r->rwr || !r->swr || !r->sge || !r->wc || !r->polled || !r->lat_us)
         return fail(r, "out of memory");
 
-    if (vq_open(&r->dev, o->ep.device, (uint8_t)o->ep.ib_port, o->ep.gid_index, IBV_QPT_UC,
-                (uint32_t)c->sq_depth, (uint32_t)c->rq_depth, (int)o->cq_depth, &err))
+    if (vq_open(&r->dev, o->ep.device, (uint8_t)o->ep.ib_port, o->ep.gid_index,
+                o->rc ? IBV_QPT_RC : IBV_QPT_UC, (uint32_t)c->sq_depth, (uint32_t)c->rq_depth,
+                (int)o->cq_depth, &err))
         return fail(r, "%s", err.text);
     for (int i = 0; i < N_REGIONS; i++)
         if (vq_reg(&r->dev, r->mem[i], r->len[i], IBV_ACCESS_LOCAL_WRITE, &r->mr[i],
@@ -613,26 +784,10 @@ static int setup(rank_t *r)
                            &err))
             return fail(r, "%s", err.text);
     }
-    /* both ranks must run the same plan: the settings travel with the queue pair's address */
-    static const char *const SETTING_NAMES[N_SETTINGS] = {
-        "rank", "vector bytes", "max_msg", "window", "gates", "more gates", "big-gate bytes"};
-    uint64_t mine[N_SETTINGS] = {(uint64_t)o->ep.rank, c->vec_bytes, c->max_msg, c->window,
-                                 o->gates, o->more_gates, o->big_bytes};
-    uint8_t out[8 * N_SETTINGS], in[8 * N_SETTINGS];
-    for (int i = 0; i < N_SETTINGS; i++)
-        vc_put_le(out + 8 * i, mine[i], 8);
-    vq_addr local, remote;
-    vq_local_addr(&r->dev, &local);
-    if (vq_exchange(r->fd, &local, &remote, out, in, sizeof out, o->ep.connect_timeout_ms, &err))
-        return fail(r, "%s", err.text);
-    if (get_le(in, 8) != (uint64_t)(1 - o->ep.rank))
-        return fail(r, "the peer is rank %" PRIu64 ", and so is this rank", get_le(in, 8));
-    for (int i = 1; i < N_SETTINGS; i++)
-        if (get_le(in + 8 * i, 8) != mine[i])
-            return fail(r, "the peer runs with %s %" PRIu64 ", this rank with %" PRIu64,
-                        SETTING_NAMES[i], get_le(in + 8 * i, 8), mine[i]);
-    r->peer_max_msg = get_le(in + 8 * 2, 8);
-    r->peer_window = get_le(in + 8 * 3, 8);
+    vq_addr remote;
+    if (exchange_plan(r, &remote))
+        return -1;
+    /* RC: rnr_retry 0, as the spec's fabric has it (and verbs_tagmatch): an RNR fails the run */
     if (vq_connect(&r->dev, &remote, 0, &err))
         return fail(r, "%s", err.text);
     if (o->ep.trace) {
@@ -698,12 +853,14 @@ static void print_json(rank_t *r)
     double mean = r->gates ? r->gate_seconds * 1e6 / (double)r->gates : 0;
     printf("{\"rank\": %d, \"device\": ", r->o.ep.rank);
     vc_json_text(stdout, r->o.ep.device);
-    printf(", \"transport\": \"verbs-c\", \"gates\": %" PRIu64 ", \"big_gates\": %" PRIu64
-           ", \"big_bytes\": %" PRIu64 ", \"vector_bytes\": %" PRIu64 ", \"payloads_verified\": %"
+    printf(", \"transport\": \"verbs-c\", \"qp_type\": \"%s\", \"gates\": %" PRIu64
+           ", \"big_gates\": %" PRIu64 ", \"big_bytes\": %" PRIu64 ", \"verify_blocks\": %" PRIu64
+           ", \"vector_bytes\": %" PRIu64 ", \"payloads_verified\": %"
            PRIu64 ", \"mismatches\": %" PRIu64 ", \"drops\": %" PRIu64
            ", \"round_trip_us\": {\"p50\": %.1f, \"p99\": %.1f, \"mean\": %.1f}"
            ", \"gates_per_s\": %.1f, \"big_mib_per_s\": %.2f, \"wall_s\": %.3f, \"ok\": %s"
-           ", \"error\": ", r->gates, r->big_gates, r->big_bytes, r->cfg.vec_bytes, r->verified,
+           ", \"error\": ", r->o.rc ? "rc" : "uc", r->gates, r->big_gates, r->big_bytes,
+           r->verify_blocks, r->cfg.vec_bytes, r->verified,
            r->mismatches, r->drops, pct(r->lat_us, r->n_lat, 0.5),
            pct(r->lat_us, r->n_lat, 0.99), mean,
            r->gate_seconds > 0 ? (double)r->gates / r->gate_seconds : 0,
@@ -714,7 +871,7 @@ static void print_json(rank_t *r)
 }
 
 /* ------------------------------------------------------------------ arguments */
-static char USAGE[1024];
+static char USAGE[2048];
 
 static void usage_text(void)
 {
@@ -725,12 +882,27 @@ static void usage_text(void)
              "  [--big-bytes M (12582912; 0: none)] [--vector-bytes B (%llu)] [--max-msg B "
              "(%llu)]\n"
              "  [--window W (%llu)] [--cq-depth C (%llu)] [--timeout-ms T (%llu)]\n"
+             "  [--qp uc|rc (uc)] [--verify-blocks V (0)] [--block-layers L (%llu)] "
+             "[--block-rows R (%llu)]\n"
              "  [--side-timeout-ms T (30000)] [--connect-timeout-ms T (60000)] "
              "[--exit-after SEQ]\n"
              "  [--json] [--trace FILE]\n",
              (unsigned long long)SPEC(VEC_BYTES_DEFAULT), (unsigned long long)SPEC(MAX_MSG_DEFAULT),
              (unsigned long long)SPEC(WINDOW_DEFAULT), (unsigned long long)SPEC(CQ_DEPTH_DEFAULT),
-             (unsigned long long)SPEC(TIMEOUT_MS_DEFAULT));
+             (unsigned long long)SPEC(TIMEOUT_MS_DEFAULT),
+             (unsigned long long)SPEC(BLOCK_LAYERS_DEFAULT),
+             (unsigned long long)SPEC(BLOCK_ROWS_DEFAULT));
+}
+
+/* --qp: the queue pair's transport, uc or rc. */
+static int parse_qp(const char *a, const char *v, options *o)
+{
+    if (strcmp(v, "uc") != 0 && strcmp(v, "rc") != 0) {
+        fprintf(stderr, "verbs_gate: %s: expected uc or rc, got '%s'\n%s", a, v, USAGE);
+        return -1;
+    }
+    o->rc = strcmp(v, "rc") == 0;
+    return 0;
 }
 
 static int parse(int argc, char **argv, options *o)
@@ -739,7 +911,9 @@ static int parse(int argc, char **argv, options *o)
     *o = (options){.ep = vc_endpoint_defaults(), .gates = 10000, .more_gates = UINT64_MAX,
                    .big_bytes = 12u << 20, .vec_bytes = SPEC(VEC_BYTES_DEFAULT),
                    .max_msg = SPEC(MAX_MSG_DEFAULT), .window = SPEC(WINDOW_DEFAULT),
-                   .cq_depth = SPEC(CQ_DEPTH_DEFAULT), .timeout_ms = SPEC(TIMEOUT_MS_DEFAULT)};
+                   .cq_depth = SPEC(CQ_DEPTH_DEFAULT), .timeout_ms = SPEC(TIMEOUT_MS_DEFAULT),
+                   .block_layers = SPEC(BLOCK_LAYERS_DEFAULT),
+                   .block_rows = SPEC(BLOCK_ROWS_DEFAULT)};
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
         int got = vc_option("verbs_gate", USAGE, argc, argv, &i, &a, &v, &o->ep);
@@ -779,6 +953,20 @@ static int parse(int argc, char **argv, options *o)
         } else if (strcmp(a, "--exit-after") == 0) {
             if (vc_number("verbs_gate", USAGE, a, v, 1, UINT64_C(1) << 40, &o->exit_after))
                 return -1;
+        } else if (strcmp(a, "--qp") == 0) {
+            if (parse_qp(a, v, o))
+                return -1;
+        } else if (strcmp(a, "--verify-blocks") == 0) {
+            if (vc_number("verbs_gate", USAGE, a, v, 0, MAX_BLOCKS, &o->verify_blocks))
+                return -1;
+        } else if (strcmp(a, "--block-layers") == 0) {
+            if (vc_number("verbs_gate", USAGE, a, v, SPEC(BLOCK_LAYERS_MIN),
+                          SPEC(BLOCK_LAYERS_MAX), &o->block_layers))
+                return -1;
+        } else if (strcmp(a, "--block-rows") == 0) {
+            if (vc_number("verbs_gate", USAGE, a, v, SPEC(BLOCK_ROWS_MIN), SPEC(BLOCK_ROWS_MAX),
+                          &o->block_rows))
+                return -1;
         } else {
             fprintf(stderr, "verbs_gate: unknown option %s\n%s", a, USAGE);
             return -1;
@@ -813,6 +1001,8 @@ int main(int argc, char **argv)
         rc = run_gates(r, 1, r->o.gates);
     if (rc == 0 && r->o.big_bytes)
         rc = big_gate(r);
+    for (uint64_t k = 0; rc == 0 && k < r->o.verify_blocks; k++)
+        rc = verify_block(r);
     if (rc == 0 && r->o.more_gates)
         rc = run_gates(r, r->o.gates + 1, r->o.more_gates);
     if (rc == 0)

@@ -140,16 +140,31 @@ class GateRun:
     gid_index: int = 0
     trace_dir: str | None = None            # a guest path: rank R writes trace-rankR.jsonl
     extra: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())   # more options per rank
+    qp: str = "uc"                          # the queue pair's transport: uc or rc
+    verify_blocks: int = 0                  # verify blocks after the big gate
+    block_layers: int | None = None         # a block's layers and rows (None: the program's
+    block_rows: int | None = None           # defaults, the spec's)
 
     def argv(self, binary: Path, rank: int) -> list[str]:
         args = [str(binary), "--rank", str(rank), "--device", self.devices[rank],
                 "--gid-index", str(self.gid_index), *_where(rank, self.port),
                 "--gates", str(self.gates), "--more-gates", str(self.more_gates),
                 "--big-bytes", str(self.big_bytes), "--vector-bytes", str(self.vector_bytes),
-                "--timeout-ms", str(self.timeout_ms), "--json"]
+                "--timeout-ms", str(self.timeout_ms), "--json", *self._block_args()]
         if self.trace_dir:
             args += ["--trace", f"{self.trace_dir}/trace-rank{rank}.jsonl"]
         return args + list(self.extra[rank])
+
+    def _block_args(self) -> list[str]:
+        """The queue pair and verify-block options, each only when not the program's
+        default."""
+        out = ["--qp", self.qp] if self.qp != "uc" else []
+        for option, value in (("--verify-blocks", self.verify_blocks or None),
+                              ("--block-layers", self.block_layers),
+                              ("--block-rows", self.block_rows)):
+            if value is not None:
+                out += [option, str(value)]
+        return out
 
 
 def _where(rank: int, port: int) -> list[str]:
@@ -268,6 +283,8 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {
         "gates": min(a["gates"], b["gates"]), "big_gates": min(a["big_gates"], b["big_gates"]),
         "big_bytes": min(a["big_bytes"], b["big_bytes"]), "vector_bytes": a["vector_bytes"],
+        "verify_blocks": a.get("verify_blocks", 0) + b.get("verify_blocks", 0),
+        "qp_type": a.get("qp_type", "uc"),
         "payloads_verified": a["payloads_verified"] + b["payloads_verified"],
         "mismatches": a["mismatches"] + b["mismatches"], "drops": a["drops"] + b["drops"],
         "round_trip_us": a["round_trip_us"], "gates_per_s": a["gates_per_s"],

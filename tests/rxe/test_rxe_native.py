@@ -85,6 +85,15 @@ def test_without_the_headers_the_build_says_what_to_install(build, tmp_path, mon
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--gates"], "--gates: needs a value"),
     (["--rank", "0", "--device", "rxe0", "--listen", "1", "--bogus", "1"],
      "unknown option --bogus"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--qp", "ud"],
+     "--qp: expected uc or rc, got 'ud'"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--qp"], "--qp: needs a value"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--verify-blocks", "-1"],
+     "--verify-blocks: expected an integer in 0..1000000, got '-1'"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--block-layers", "0"],
+     "--block-layers: expected an integer in 1..65536, got '0'"),
+    (["--rank", "0", "--device", "rxe0", "--listen", "1", "--block-rows", "32769"],
+     "--block-rows: expected an integer in 1..32768, got '32769'"),
 ])
 def test_bad_arguments_exit_2_naming_what_was_wrong(args, message):
     import subprocess
@@ -144,6 +153,29 @@ def test_the_pair_script_reports_each_rank_in_its_own_section():
     assert argv[argv.index("--listen") + 1] == "18600"
     assert argv[argv.index("--sizes") + 1] == "64,1048576" and run.messages == 12
     assert argv[-2:] == ["--trace", "/t/trace-rank0.jsonl"]
+
+
+def test_the_gate_run_passes_queue_pair_and_verify_block_options_only_when_set():
+    exe = Path("/x/verbs_gate")
+    plain = vn.GateRun(gates=5, more_gates=1, big_bytes=0).argv(exe, 0)
+    assert not {"--qp", "--verify-blocks", "--block-layers", "--block-rows"} & set(plain)
+    argv = vn.GateRun(gates=5, qp="rc", verify_blocks=2, block_rows=3).argv(exe, 1)
+    for option, value in (("--qp", "rc"), ("--verify-blocks", "2"), ("--block-rows", "3")):
+        assert argv[argv.index(option) + 1] == value
+    assert "--block-layers" not in argv
+
+
+def test_a_gate_pair_outcome_sums_the_verify_blocks():
+    def rank(r: int) -> dict:
+        return {"rank": r, "device": f"rxe{r}", "qp_type": "rc", "gates": 44, "big_gates": 1,
+                "big_bytes": 65_536, "verify_blocks": 2, "vector_bytes": 24_576,
+                "payloads_verified": 60, "mismatches": 0, "drops": 0,
+                "round_trip_us": {"p50": 1.0, "p99": 2.0, "mean": 1.5}, "gates_per_s": 9.0,
+                "big_mib_per_s": 1.0, "wall_s": 1.0 + r, "ok": True, "error": ""}
+
+    m = vn.merge(rank(0), rank(1))
+    assert (m["verify_blocks"], m["gates"], m["qp_type"], m["payloads_verified"]) == \
+        (4, 44, "rc", 120)
 
 
 def test_a_tagged_pair_outcome_sums_both_ranks():

@@ -71,8 +71,9 @@ def test_a_queue_pair_of_another_type_is_refused_naming_the_line(tmp_path):
     for pid in (7, 8):
         _write(tmp_path, f"prog.{pid}.jsonl",
                [{**PROCESS, "pid": pid}, {"ev": "create_cq", "t": 2, "cq": 2, "cqe": 515},
-                {**QP, "qp_type": "RC"}])
-    with pytest.raises(ProfileError, match=r"line 3: a RC queue pair; verbs_gate's is UC"):
+                {**QP, "qp_type": "UD"}])
+    with pytest.raises(ProfileError, match=r"line 3: a UD queue pair; verbs_gate's is UC or "
+                                           r"RC"):
         raw_ranks([tmp_path], "verbs-gate", {})
 
 

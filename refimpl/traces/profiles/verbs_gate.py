@@ -1,6 +1,6 @@
 """The profile ``verbs-gate``: native/verbs/verbs_gate.c, the project's C gate program over a UC
-queue pair (one process per rank), as a raw recording of it maps onto the gate spec. Each rule
-cites the program's lines; the program's own device trace (``--trace``) is not used."""
+or RC queue pair (one process per rank), as a raw recording of it maps onto the gate spec. Each
+rule cites the program's lines; the program's own device trace (``--trace``) is not used."""
 
 from __future__ import annotations
 
@@ -27,49 +27,62 @@ from verbspec.spec.gate.state import HEADER_MAGIC
 
 SRC = "native/verbs/verbs_gate.c"
 QP_SRC = "native/verbs/verbs_qp.c"
-REGIONS = ("in", "out", "stage", "stage_out")
+# the registrations in order, by the spec's names of the buffers (the send side's staging
+# apart, which validate_gate reads as the spec's "stage")
+REGIONS = ("in", "out", "stage", "stage_out", "blk", "bout")
 ADDR_MAGIC = 0x50515356         # "VSQP"
 ADDR_BYTES = 32                 # magic, qpn, psn, mtu, gid
 SETTINGS = ("rank", "vector bytes", "max_msg", "window", "gates", "more gates",
-            "big-gate bytes")
+            "big-gate bytes", "queue pair type (0 uc, 1 rc)", "verify blocks", "block layers",
+            "block rows")
 SETUP_BYTES = ADDR_BYTES + 8 * len(SETTINGS)
+QP_TYPES = ("UC", "RC")         # the recorder's names, by the queue pair type setting
+BLOCK_MAGIC = 0x4B425356        # "VSBK": a verify-block or batch header
+BLOCK_KINDS = {2: "block", 3: "batch"}  # the frame's kind field (VS_GATE_TCP_BLOCK, _BATCH)
+BLOCK_FRAME = 32
 ACCESS_LOCAL_WRITE = 1
 SHUT_WR = 1
 DEFAULT = {p.name: p.default for p in PARAMS}
 
 RULES = (
     Rule("the processes that create a queue pair", "rank 0 and rank 1, by the rank each "
-         "writes in its settings", f"{SRC} 619 (settings), 628 (the peer is the other rank)"),
-    Rule("create_qp", "a UC queue pair of at least the spec's sq_depth and rq_depth",
-         f"{SRC} 595, 564-565 (SPEC depths)"),
-    Rule("create_cq `cqe`", "cq_depth", f"{SRC} 595-596; {QP_SRC} 107"),
-    Rule("the four reg_mr, in order", "the in-slots, out-slots, receive staging and send "
-         "staging (`in`, `out`, `stage`, `stage`), LOCAL_WRITE", f"{SRC} 49, 598-601"),
-    Rule("reg_mr lengths", "n_slots * vec_bytes (slots), big_depth * max_msg (staging)",
-         f"{SRC} 567, 573-574"),
+         "writes in its settings", f"{SRC} 697 (settings), 708 (the peer is the other rank)"),
+    Rule("create_qp", "a UC or RC queue pair (qp_type `uc`, `rc`, as its settings say) of at "
+         "least the spec's sq_depth and rq_depth", f"{SRC} 765-767, 727-728 (SPEC depths)"),
+    Rule("create_cq `cqe`", "cq_depth", f"{SRC} 765-767; {QP_SRC} 107"),
+    Rule("the six reg_mr, in order", "the in-slots, out-slots, receive staging, send staging, "
+         "verify-block rows received and sent (`in`, `out`, `stage`, `stage`, `blk`, "
+         "`bout`), LOCAL_WRITE", f"{SRC} 55-58, 769-772"),
+    Rule("reg_mr lengths", "n_slots * vec_bytes (slots), big_depth * max_msg (staging), "
+         "block_layers * block_rows * vec_bytes (block rows)", f"{SRC} 730, 737-740"),
     Rule("the first 32 bytes each way on the TCP connection", "setup: the queue pair address "
          "(magic VSQP, qpn, psn, mtu, gid); the qpn written is the rank's own, the one read is "
          "the peer's RTR destination", f"{QP_SRC} 345-349, 361; 157-160"),
-    Rule("the next 56 bytes each way", "setup: the plan (rank, vec_bytes, max_msg, window, "
-         "gates, more gates, big-gate bytes), the same on both sides but the rank; "
-         "vec_bytes, max_msg and window become the spec's configuration and the hello",
-         f"{SRC} 617-631"),
+    Rule("the next 88 bytes each way", "setup: the plan (rank, vec_bytes, max_msg, window, "
+         "gates, more gates, big-gate bytes, queue pair type 0 uc / 1 rc, verify blocks, block "
+         "layers, block rows), the same on both sides but the rank; vec_bytes, max_msg and "
+         "window become the spec's configuration and the hello, the queue pair type its "
+         "qp_type, block layers and rows its block_layers and block_rows, verify blocks above "
+         "0 its verify_blocks", f"{SRC} 687-716"),
     Rule("modify_qp INIT, RTR, RTS", "before the spec's setup step; every post after RTS",
          f"{QP_SRC} 149, 157, 177"),
     Rule("post_recv / post_send work requests", "the spec's WRs: wr_id as posted, region and "
          "offset from the one SGE's address, length; no SGE: a zero-length WR (region and "
          "offset unobserved); sends are SEND, signaled as flagged",
-         f"{SRC} 197-203, 237-244"),
+         f"{SRC} 232-237, 272-278"),
     Rule("poll_cq", "the spec's reap: `max` is the spec's poll size; each completion "
          "[recv|send, wr_id, status, byte_len], recv when the opcode is a receive's",
-         f"{SRC} 363-376"),
+         f"{SRC} 450-464"),
     Rule("a 32-byte write starting with the magic DS4B", "a big-gate header item (number, "
-         "chunks, depth)", f"{SRC} 264-276"),
-    Rule("any other byte written", "a barrier byte item", f"{SRC} 277"),
+         "chunks, depth)", f"{SRC} 319-326"),
+    Rule("a 32-byte write starting with the magic VSBK", "a verify-block header item (kind 2: "
+         "layers, rows) or a batch header item (kind 3: layer, rows, seq)",
+         f"{SRC} 298-313, 327-330"),
+    Rule("any other byte written", "a barrier byte item", f"{SRC} 331-333"),
     Rule("bytes read", "the items the peer wrote, byte for byte, each read where its last "
-         "byte arrives", f"{SRC} 332-352"),
-    Rule("shutdown(SHUT_WR), then end of file read", "close: no spec step", f"{SRC} 536-548"),
-    Rule("argv --timeout-ms", "timeout_ms (not observable on the wire)", f"{SRC} 774-778"),
+         "byte arrives", f"{SRC} 397-445"),
+    Rule("shutdown(SHUT_WR), then end of file read", "close: no spec step", f"{SRC} 666-680"),
+    Rule("argv --timeout-ms", "timeout_ms (not observable on the wire)", f"{SRC} 948-952"),
 )
 
 
@@ -101,19 +114,20 @@ def _one(rec: Recording, ev: str, what: str) -> RawEvent:
 
 def _rank_of(rec: Recording) -> _Rank:
     qp, cq = _one(rec, "create_qp", "queue pair"), _one(rec, "create_cq", "completion queue")
-    if qp.data["qp_type"] != "UC":
-        raise at(rec, qp, f"a {qp.data['qp_type']} queue pair; verbs_gate's is UC ({SRC} 595)")
+    if qp.data["qp_type"] not in QP_TYPES:
+        raise at(rec, qp, f"a {qp.data['qp_type']} queue pair; verbs_gate's is UC or RC "
+                          f"({SRC} 765-767)")
     if not qp.data["send_cq"] == qp.data["recv_cq"] == cq.data["cq"]:
         raise at(rec, qp, "the queue pair's send and receive CQs are not its one CQ")
     mrs = [e for e in rec.of("reg_mr")]
     if len(mrs) != len(REGIONS) or any("lkey" not in e.data for e in mrs):
         raise at(rec, mrs[-1] if mrs else None,
                  f"{len(mrs)} memory registrations (or one failed); verbs_gate registers "
-                 f"{len(REGIONS)}: {', '.join(REGIONS)} ({SRC} 598-601)")
+                 f"{len(REGIONS)}: {', '.join(REGIONS)} ({SRC} 769-772)")
     for e in mrs:
         if e.data["access"] != ACCESS_LOCAL_WRITE:
             raise at(rec, e, f"registered with access {e.data['access']}; verbs_gate's "
-                             f"regions are LOCAL_WRITE only ({SRC} 599)")
+                             f"regions are LOCAL_WRITE only ({SRC} 770)")
     regions = [Region(n, e.data["addr"], e.data["length"], e.data["lkey"])
                for n, e in zip(REGIONS, mrs, strict=True)]
     fds = sorted({e.data["fd"] for e in rec.of("tcp")})
@@ -128,6 +142,10 @@ def _rank_of(rec: Recording) -> _Rank:
     rk.settings = [le(rk.out.data, ADDR_BYTES + 8 * i, 8) for i in range(len(SETTINGS))]
     if rk.rank not in (0, 1):
         raise at(rec, None, f"wrote rank {rk.rank} in its settings")
+    qp_setting = rk.settings[SETTINGS.index("queue pair type (0 uc, 1 rc)")]
+    if qp_setting >= len(QP_TYPES) or QP_TYPES[qp_setting] != qp.data["qp_type"]:
+        raise at(rec, qp, f"a {qp.data['qp_type']} queue pair, where its settings say queue "
+                          f"pair type {qp_setting} (0 UC, 1 RC; {SRC} 697-699, 765-767)")
     return rk
 
 
@@ -151,7 +169,7 @@ def _check_setup(a: _Rank, b: _Rank) -> None:
                          if i and me.settings[i] != peer.settings[i]), 0)
             raise at(rec, None, f"its plan has {SETTINGS[diff]} {me.settings[diff]}, the "
                                 f"peer's {peer.settings[diff]}: the program refuses such a "
-                                f"pair ({SRC} 628-631)")
+                                f"pair ({SRC} 708-713)")
         states = [e for e in rec.of("modify_qp")]
         if [e.data["state"] for e in states] != ["INIT", "RTR", "RTS"] or \
                 any(e.data["rc"] for e in states):
@@ -162,26 +180,29 @@ def _check_setup(a: _Rank, b: _Rank) -> None:
 
 
 def _config(rk: _Rank, params: Mapping[str, Any]) -> dict[str, Any]:
-    _, vec, max_msg, window, _, _, big = rk.settings
+    _, vec, max_msg, window, _, _, big, qp, blocks, layers, rows = rk.settings
     timeout = DEFAULT["timeout_ms"]
     argv = rk.rec.argv
     if "--timeout-ms" in argv[:-1]:
         timeout = int(argv[argv.index("--timeout-ms") + 1])
     cfg = {"vec_bytes": vec, "max_msg": max_msg, "window": window,
-           "cq_depth": rk.cq.data["cqe"], "timeout_ms": timeout, "qp_type": "uc",
-           "staging_bytes": DEFAULT["big_depth"] * max_msg, "big_last_bytes": big % max_msg,
-           "unsignaled_completions": 0, "faults": 1, "wire_loss": 0}
+           "cq_depth": rk.cq.data["cqe"], "timeout_ms": timeout,
+           "qp_type": QP_TYPES[qp].lower(), "staging_bytes": DEFAULT["big_depth"] * max_msg,
+           "big_last_bytes": big % max_msg, "verify_blocks": int(blocks > 0),
+           "block_layers": layers, "block_rows": rows, "unsignaled_completions": 0,
+           "faults": 1, "wire_loss": 0}
     cfg.update(params)
     return cfg
 
 
 def _check_layout(rk: _Rank, cfg: Mapping[str, Any]) -> None:
     slots = cfg.get("n_slots", DEFAULT["n_slots"]) * cfg["vec_bytes"]
-    want = (slots, slots, cfg["staging_bytes"], cfg["staging_bytes"])
+    rows = cfg["block_layers"] * cfg["block_rows"] * cfg["vec_bytes"]
+    want = (slots, slots, cfg["staging_bytes"], cfg["staging_bytes"], rows, rows)
     for g, n, e in zip(rk.regions, want, rk.rec.of("reg_mr"), strict=True):
         if g.length != n:
             raise at(rk.rec, e, f"the {g.name} registration is {g.length} bytes; the spec's "
-                                f"layout of it is {n} ({SRC} 573-574)")
+                                f"layout of it is {n} ({SRC} 737-740)")
     for key, got in (("sq_depth", rk.qp.data["max_send_wr"]),
                      ("rq_depth", rk.qp.data["max_recv_wr"])):
         need = cfg.get(key, DEFAULT[key])
@@ -190,15 +211,33 @@ def _check_layout(rk: _Rank, cfg: Mapping[str, Any]) -> None:
                                     f"spec's {key} is {need}")
 
 
+def _block_item(data: bytearray, i: int) -> dict[str, Any] | None:
+    """The verify-block or batch header at byte i (verbs_gate.c 298-313), or None."""
+    if len(data) - i < BLOCK_FRAME or le(data, i, 4) != BLOCK_MAGIC:
+        return None
+    kind = BLOCK_KINDS.get(le(data, i + 4, 4))
+    if kind is None:
+        return None
+    return {"kind": kind, "value": le(data, i + 8, 8), "chunks": le(data, i + 16, 8),
+            "depth": le(data, i + 24, 8)}
+
+
 def _items(s: Stream, rec: Recording) -> list[tuple[int, dict[str, Any]]]:
     """The side channel's items past setup, each with the line its last byte came in."""
     out, i, data = [], SETUP_BYTES, s.data
+    block_magic = BLOCK_MAGIC.to_bytes(4, "little")
     while i < len(data):
+        block = _block_item(data, i)
         if len(data) - i >= HEADER.size and le(data, i, 4) == HEADER_MAGIC:
             _, _, _, number, chunks, depth = HEADER.unpack_from(bytes(data), i)
             item = {"kind": "header", "value": number, "chunks": chunks, "depth": depth}
             i += HEADER.size
-        elif data[i] == HEADER_MAGIC & 0xFF and len(data) - i < HEADER.size:
+        elif block is not None:
+            item = block
+            i += BLOCK_FRAME
+        elif (data[i] == HEADER_MAGIC & 0xFF and len(data) - i < HEADER.size) or (
+                len(data) - i < BLOCK_FRAME
+                and bytes(data[i:i + 4]) == block_magic[:len(data) - i]):
             raise ProfileError(f"{rec.path} line {s.lines[i]}: the side channel ends in part "
                                f"of a header")
         else:
@@ -216,7 +255,7 @@ def _wrs(rk: _Rank, e: RawEvent) -> list[list[Any]]:
         if e.ev == "post_send":
             if w["opcode"] != "SEND":
                 raise at(rk.rec, e, f"wr_id {w['wr_id']} is a {w['opcode']}; the gate "
-                                    f"protocol posts SENDs ({SRC} 243)")
+                                    f"protocol posts SENDs ({SRC} 277)")
             wr.append(bool(w["signaled"]))
         out.append(wr)
     return out
@@ -254,7 +293,7 @@ def _check_close(rk: _Rank) -> None:
     shut = [e for e in rk.rec.of("tcp_shutdown") if e.data["fd"] == rk.fd]
     if rk.rec.ended and (not shut or shut[0].data["how"] != SHUT_WR):
         raise at(rk.rec, None, f"the run ended without shutting down its side of the side "
-                               f"channel (SHUT_WR, {SRC} 542)")
+                               f"channel (SHUT_WR, {SRC} 671)")
 
 
 def ranks(recs: list[Recording], params: Mapping[str, Any]) -> tuple[RankTrace, RankTrace]:
@@ -277,5 +316,5 @@ def ranks(recs: list[Recording], params: Mapping[str, Any]) -> tuple[RankTrace, 
     return out[0], out[1]
 
 
-PROFILE = Profile("verbs-gate", "verbspec's native/verbs/verbs_gate.c (UC)", "gate", RULES,
-                  ranks)
+PROFILE = Profile("verbs-gate", "verbspec's native/verbs/verbs_gate.c (UC or RC)", "gate",
+                  RULES, ranks)
