@@ -262,3 +262,23 @@ def test_trace_record_without_the_headers_says_what_to_install(library, tmp_path
     err = capsys.readouterr().err
     assert rc == 3 and "the recorder cannot be built here: libibverbs-dev is not installed: " \
                        "infiniband/verbs.h not found (Debian: apt install libibverbs-dev)" in err
+
+
+def test_the_guest_s_script_runs_each_command_preloaded_and_reports_each(library, tmp_path):
+    """record_in_guest's shell script, run here by sh in place of the guest: every command
+    at once, only the command itself preloaded (not the sh that starts it), each command's
+    exit status and output in its own section."""
+    from verbspec.refimpl.rxe.guest import GuestResult
+
+    def here(argv, timeout):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return GuestResult(tuple(argv), done.returncode, done.stdout, done.stderr, 0.5)
+
+    res = rr.record_in_guest(here, [[PY, "-c", "print('a b')"],
+                                    [PY, "-c", "import sys; sys.exit(4)"]], tmp_path,
+                             timeout=60, library=library)
+    assert [(c.returncode, c.stdout) for c in res.commands] == [(0, "a b\n"), (4, "")]
+    assert res.where == "guest" and not res.ok
+    assert sorted(f.argv[1:] for f in res.files) == [("-c", "import sys; sys.exit(4)"),
+                                                     ("-c", "print('a b')")]
+    assert all(Path(f.argv[0]).name == Path(PY).name for f in res.files)
