@@ -63,6 +63,7 @@ struct ctx_slot {
     int (*post_recv)(struct ibv_qp *, struct ibv_recv_wr *, struct ibv_recv_wr **);
     int (*poll_cq)(struct ibv_cq *, int, struct ibv_wc *);
     int (*post_srq_recv)(struct ibv_srq *, struct ibv_recv_wr *, struct ibv_recv_wr **);
+    int (*bind_mw)(struct ibv_qp *, struct ibv_mw *, struct ibv_mw_bind *);
     struct ibv_qp *(*create_qp_ex)(struct ibv_context *, struct ibv_qp_init_attr_ex *);
     struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *, struct ibv_cq_init_attr_ex *);
 };
@@ -112,6 +113,8 @@ struct reals {
     int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
     int (*destroy_qp)(struct ibv_qp *);
     struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *);
+    int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
+    struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
 };
 
 static struct recorder {
@@ -172,6 +175,8 @@ static void resolve_reals(void)
     REAL(modify_qp, "ibv_modify_qp");
     REAL(destroy_qp, "ibv_destroy_qp");
     REAL(qp_to_qp_ex, "ibv_qp_to_qp_ex");
+    REAL(rereg_mr, "ibv_rereg_mr");
+    REAL(reg_dmabuf_mr, "ibv_reg_dmabuf_mr");
 #undef REAL
 }
 
@@ -1275,6 +1280,16 @@ static int rec_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
     return s->post_srq_recv(srq, wr, bad_wr);
 }
 
+static int rec_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *bind)
+{
+    struct ctx_slot *s = ctx_find(qp->context);
+    if (s == NULL)
+        return lost_context("ibv_bind_mw");
+    unsupported("ibv_bind_mw", "memory window binds (and the rkeys they make) are not "
+                               "recorded");
+    return s->bind_mw(qp, mw, bind);
+}
+
 static struct ibv_qp *rec_create_qp_ex(struct ibv_context *ctx, struct ibv_qp_init_attr_ex *a)
 {
     struct ctx_slot *s = ctx_find(ctx);
@@ -1320,6 +1335,7 @@ static void swap_ops(struct ibv_context *ctx)
         s->post_recv = ctx->ops.post_recv;
         s->poll_cq = ctx->ops.poll_cq;
         s->post_srq_recv = ctx->ops.post_srq_recv;
+        s->bind_mw = ctx->ops.bind_mw;
         struct verbs_context *v = verbs_get_ctx_op(ctx, create_qp_ex);
         s->create_qp_ex = v ? v->create_qp_ex : NULL;
         v = verbs_get_ctx_op(ctx, create_cq_ex);
@@ -1330,6 +1346,8 @@ static void swap_ops(struct ibv_context *ctx)
         ctx->ops.poll_cq = rec_poll_cq;
         if (s->post_srq_recv)
             ctx->ops.post_srq_recv = rec_post_srq_recv;
+        if (s->bind_mw)
+            ctx->ops.bind_mw = rec_bind_mw;
         if (s->create_qp_ex)
             verbs_get_ctx(ctx)->create_qp_ex = rec_create_qp_ex;
         if (s->create_cq_ex)
@@ -1562,6 +1580,23 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp)
     }
     errno = e;
     return rc;
+}
+
+EXPORT int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr,
+                        size_t length, int access)
+{
+    if (tl_depth == 0)
+        unsupported("ibv_rereg_mr", "a registration changed in place is not recorded: its "
+                                    "new address, length and keys are unknown to a reader");
+    return real()->rereg_mr(mr, flags, pd, addr, length, access);
+}
+
+EXPORT struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                        uint64_t iova, int fd, int access)
+{
+    if (tl_depth == 0)
+        unsupported("ibv_reg_dmabuf_mr", "dmabuf registrations are not recorded");
+    return real()->reg_dmabuf_mr(pd, offset, length, iova, fd, access);
 }
 
 EXPORT struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp)

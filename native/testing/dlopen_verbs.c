@@ -2,7 +2,8 @@
  * linked against it): the recorder's test of its dlopen route (tests/rxe/test_rxe_record.py).
  * It opens the named device, registers a buffer, makes a CQ and an RC queue pair, moves it to
  * INIT and posts one receive, creates an extended CQ (which the recorder refuses to record,
- * saying so), asks for the queue pair's extended form, and tears everything down.
+ * saying so), asks for the queue pair's extended form, re-registers the buffer with the same
+ * access, and tears everything down.
  *
  * Usage: dlopen_verbs DEVICE. Exit 0 when every step worked; 1 with the failed step on stderr;
  * 2 for bad arguments. */
@@ -32,6 +33,7 @@ struct verbs_api {
     int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
     int (*destroy_qp)(struct ibv_qp *);
     struct ibv_qp_ex *(*qp_to_qp_ex)(struct ibv_qp *);
+    int (*rereg_mr)(struct ibv_mr *, int, struct ibv_pd *, void *, size_t, int);
 };
 
 static int fail(const char *step, int code)
@@ -61,6 +63,7 @@ static int lookup(void *h, struct verbs_api *a)
         {"ibv_modify_qp", (void **)&a->modify_qp},
         {"ibv_destroy_qp", (void **)&a->destroy_qp},
         {"ibv_qp_to_qp_ex", (void **)&a->qp_to_qp_ex},
+        {"ibv_rereg_mr", (void **)&a->rereg_mr},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         *want[i].slot = dlsym(h, want[i].name);
@@ -110,6 +113,9 @@ static int exercise(const struct verbs_api *a, struct ibv_context *ctx)
         struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &cx);
         int code = errno;
         (void)a->qp_to_qp_ex(qp);
+        /* the same access again: whether the provider supports it or not, nothing changes */
+        (void)a->rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+                          IBV_ACCESS_LOCAL_WRITE);
         if (m)
             fail("ibv_modify_qp to INIT", m);
         else if (p)
