@@ -85,3 +85,18 @@ def test_the_device_trace_of_both_ranks_is_a_run_of_the_spec(block_run):
     if rep.ok:
         assert rep.blocks == [BLOCKS, BLOCKS] and rep.gates == [44, 44]
         assert rep.actions["call_block"] == 2 * BLOCKS
+
+
+@pytest.mark.rxe
+def test_ranks_that_differ_in_queue_pair_type_or_blocks_refuse_each_other(rxe_guest):
+    """The queue pair type and the verify blocks are part of the plan both ranks exchange at
+    setup: a pair that differs in one is refused on both sides, naming it."""
+    require("rxe", vn.headers_missing())
+    run = replace(PLAN, port=18_764, extra=((), ("--qp", "rc", "--verify-blocks", "1")))
+    pair = vn.run_pair(rxe_guest.run, vn.build_gate_program(), run, timeout=300)
+    r0, r1 = pair.ranks
+    assert r0.returncode == 1 and r1.returncode == 1
+    assert ("verbs_gate rank 0: the peer runs with queue pair type (0 uc, 1 rc) 1, this rank "
+            "with 0") in r0.stderr
+    assert ("verbs_gate rank 1: the peer runs with queue pair type (0 uc, 1 rc) 0, this rank "
+            "with 1") in r1.stderr
