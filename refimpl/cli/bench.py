@@ -263,8 +263,8 @@ def arguments(b: Parser) -> None:
     v.add_argument("--json", action="store_true",
                    help='print {"gates", "reps", "bytes_each_way", "rows", "gate_us", '
                         '"gate_p50_us", "pingpong_us", "ratio", "seconds", "boot_s"} (with '
-                        '--record: "unrecorded_us", "recorded_us" in place of the gate and '
-                        'pingpong figures)')
+                        '--record: "unrecorded_us", "recorded_us", "ratio_per_rep_median" '
+                        'in place of the gate and pingpong figures)')
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
