@@ -703,11 +703,13 @@ static void tcp_data(int fd, const char *dir, const struct iovec *iov, size_t cn
 static void after_io(int fd, const char *dir, const struct iovec *iov, size_t cnt, ssize_t r,
                      int asked, int peek)
 {
-    if (peek || !tcp_fd(fd))
+    int eof = r == 0 && asked && dir[0] == 'i';
+    /* a failed or empty transfer says nothing (and a connect in progress stays so) */
+    if (peek || (r <= 0 && !eof) || !tcp_fd(fd))
         return;
     if (r > 0)
         tcp_data(fd, dir, iov, cnt, (size_t)r);
-    else if (r == 0 && asked && dir[0] == 'i')
+    else
         tcp_fd_event("tcp_eof", fd);
 }
 

@@ -282,3 +282,33 @@ def test_the_guest_s_script_runs_each_command_preloaded_and_reports_each(library
     assert sorted(f.argv[1:] for f in res.files) == [("-c", "import sys; sys.exit(4)"),
                                                      ("-c", "print('a b')")]
     assert all(Path(f.argv[0]).name == Path(PY).name for f in res.files)
+
+
+NONBLOCKING = """
+import errno, select, socket
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+c = socket.socket(); c.setblocking(False)
+assert c.connect_ex(srv.getsockname()) in (0, errno.EINPROGRESS)
+try:
+    c.recv(1)
+except BlockingIOError:
+    pass
+select.select([], [c], [], 5)
+a, _ = srv.accept()
+c.send(b"hi")
+a.recv(2)
+"""
+
+
+def test_a_non_blocking_connect_is_written_as_opened_at_its_first_data(library, tmp_path):
+    res = rr.record_on_host([[PY, "-c", NONBLOCKING]], tmp_path, timeout=60, library=library)
+    assert res.commands[0].returncode == 0, res.commands[0].stderr
+    (f,) = res.files
+    events = [e for e in _events(f) if e["ev"].startswith("tcp")]
+    opens = [e for e in events if e["ev"] == "tcp_open"]
+    assert sorted(e["how"] for e in opens) == ["accept", "connect"]
+    (conn,) = [e for e in opens if e["how"] == "connect"]
+    first = next(e for e in events if e.get("fd") == conn["fd"])
+    assert first is conn and conn["peer"] != "?"
+    (sent,) = [e for e in events if e["ev"] == "tcp" and e["fd"] == conn["fd"]]
+    assert (sent["dir"], sent["data"]) == ("out", b"hi".hex())
