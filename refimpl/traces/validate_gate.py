@@ -833,7 +833,9 @@ def render(rep: Report) -> str:
             return f"valid: {rep.recorded_steps} recorded steps checked; {counts}; " \
                    f"{rep.seconds:.2f} s"
         return (f"valid: {rep.recorded_steps} recorded steps explained by {rep.spec_steps} "
-                f"spec steps; {counts}{extra}; {rep.seconds:.2f} s")
+                f"spec steps; {counts}{extra}; {rep.seconds:.2f} s"
+                + (f" ({rep.recorded_steps / rep.seconds:,.0f} recorded steps/s)"
+                   if rep.seconds > 0 else ""))
     out = [f"invalid: {rep.message}"]
     if rep.event:
         out.append(f"  recorded: {rep.event}")
