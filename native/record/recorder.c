@@ -425,8 +425,9 @@ static void emit(const char *ev, struct jbuf *b)
             size_t len = b->len - HEAD + n;
             ssize_t w = real()->write(R.fd, start, len);
             if (w != (ssize_t)len) {
-                say("writing %s: %s; recording stops here", R.dir,
+                say("writing into %s: %s; recording stops here", R.dir,
                     w < 0 ? strerror(errno) : "short write");
+                real()->close(R.fd);
                 R.fd = -1;
             }
             R.ended = strcmp(ev, "end") == 0;
