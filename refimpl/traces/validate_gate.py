@@ -202,6 +202,22 @@ def _matches(e: Event, obs: Observation) -> bool:
     return False
 
 
+def _difference(e: Event, obs: Observation) -> str:
+    """How a recorded post differs from the spec's: the counts and the first work request
+    that differs, rather than every work request of a long chain; any other event whole."""
+    want = _as_event(obs)
+    if e.ev not in ("post_recv", "post_send"):
+        return f"shows {json.dumps(want, separators=(',', ':'))}"
+    got, spec = e.data["wrs"], want["wrs"]
+    if e.ev == "post_send":
+        got = [[w[0], SEND_REGIONS.get(w[1], w[1]), *w[2:]] for w in got]
+    k = next((i for i, (g, w) in enumerate(zip(got, spec, strict=False))
+              if not _same_wrs([g], [w])), min(len(got), len(spec)))
+    first = (f"; the first that differs, #{k + 1}: recorded {json.dumps(got[k])}, the spec's "
+             f"{json.dumps(spec[k])}" if k < min(len(got), len(spec)) else "")
+    return f"posts {len(spec)} work requests; the rank posted {len(got)}{first}"
+
+
 def _same_wrs(got: list[list[Any]], want: list[list[Any]]) -> bool:
     """Recorded work requests against the spec's; a region and offset recorded as None (a
     zero-length request with no memory to address) are unobserved and match any."""
@@ -585,9 +601,8 @@ class GateValidator:
             obs = self.table[name].apply(self.s, r)[1]
             if _event_kind(obs) == e.ev:
                 if not _matches(e, obs):
-                    raise Violation(r, e, f"the spec's {name} shows "
-                                          f"{json.dumps(_as_event(obs), separators=(',', ':'))}"
-                                    , self._allowed(r))
+                    raise Violation(r, e, f"the spec's {name} {_difference(e, obs)}",
+                                    self._allowed(r))
                 obs = self._step(name, r)
                 self.expect_error[r] = obs.result or self.expect_error[r]
                 if e.ev == "post_recv" and obs.sends:

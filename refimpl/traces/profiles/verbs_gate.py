@@ -290,10 +290,15 @@ def _events(rk: _Rank) -> list[Event]:
 
 
 def _check_close(rk: _Rank) -> None:
+    """A close shuts down the writing half once, after the rank's last write. A rank that
+    never closed stopped early (it failed, or was killed): where it stopped is the
+    validator's to judge."""
     shut = [e for e in rk.rec.of("tcp_shutdown") if e.data["fd"] == rk.fd]
-    if rk.rec.ended and (not shut or shut[0].data["how"] != SHUT_WR):
-        raise at(rk.rec, None, f"the run ended without shutting down its side of the side "
-                               f"channel (SHUT_WR, {SRC} 671)")
+    if len(shut) > 1 or (shut and shut[0].data["how"] != SHUT_WR):
+        raise at(rk.rec, shut[-1], f"a shutdown of the side channel other than one SHUT_WR "
+                                   f"({SRC} 671)")
+    if shut and rk.out.lines and rk.out.lines[-1] > shut[0].line:
+        raise at(rk.rec, shut[0], "bytes written after the side channel was shut down")
 
 
 def ranks(recs: list[Recording], params: Mapping[str, Any]) -> tuple[RankTrace, RankTrace]:
