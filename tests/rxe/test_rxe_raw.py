@@ -27,9 +27,10 @@ from verbspec.refimpl.traces.read import read_pair
 from verbspec.refimpl.traces.validate_gate import validate_gate
 
 PROFILE = "verbs-gate"
-# two-chunk vectors, a 1 MiB big gate (64 chunks) after 400 gates, 40 more gates re-armed
+# two-chunk vectors, 400 gates, a drain and a 1 MiB big gate (64 chunks), two verify blocks,
+# 40 more gates re-armed
 PLAN = vn.GateRun(gates=400, more_gates=40, big_bytes=1 << 20, vector_bytes=24_576,
-                  timeout_ms=10_000, port=18_740)
+                  timeout_ms=10_000, port=18_740, verify_blocks=2)
 SMALL = vn.GateRun(gates=40, more_gates=4, big_bytes=65_536, vector_bytes=24_576,
                    timeout_ms=2_000)
 # the program's mutants (gate engine patches) and the event each must be rejected at
@@ -43,25 +44,36 @@ def _raw(d: Path):
     return validate_gate(raw_ranks([d], PROFILE, {}), validator=InferredCalls)
 
 
-@pytest.fixture(scope="module")
-def recorded(rxe_guest, rxe_scratch) -> Path:
+def _record(guest, scratch: Path, qp: str) -> Path:
     """One run recorded both ways: raw (raw/) and by the program itself (builtin/)."""
     require("rxe", vn.headers_missing())
     exe, library = vn.build_gate_program(), rr.build_recorder()
-    out = rxe_scratch / "raw-gate"
+    out = scratch / f"raw-gate-{qp}"
     (out / "builtin").mkdir(parents=True)
-    run = vn.with_trace(PLAN, str(out / "builtin"))
-    res = rr.record_in_guest(rxe_guest.run, [run.argv(exe, 0), run.argv(exe, 1)], out / "raw",
+    run = vn.with_trace(replace(PLAN, qp=qp, port=PLAN.port + (qp == "rc")), str(out / "builtin"))
+    res = rr.record_in_guest(guest.run, [run.argv(exe, 0), run.argv(exe, 1)], out / "raw",
                              timeout=600, library=library)
     assert res.ok, [c.stderr for c in res.commands]
-    print(f"\nrecorded: {res.seconds:.1f} s in the guest, "
-          f"{sum(f.events for f in res.files)} events")
+    print(f"\nrecorded over {qp.upper()}: {res.seconds:.1f} s in the guest, "
+          f"{[f.events for f in res.files]} events per rank")
     return out
 
 
+@pytest.fixture(scope="module")
+def recorded(rxe_guest, rxe_scratch) -> Path:
+    return _record(rxe_guest, rxe_scratch, "uc")
+
+
+@pytest.fixture(scope="module")
+def recorded_rc(rxe_guest, rxe_scratch) -> Path:
+    return _record(rxe_guest, rxe_scratch, "rc")
+
+
 @pytest.mark.rxe
+@pytest.mark.parametrize("run", ["recorded", "recorded_rc"])
 def test_the_raw_recording_is_a_run_of_the_spec_and_agrees_with_the_program_s_own_trace(
-        recorded):
+        run, request):
+    recorded = request.getfixturevalue(run)
     raw = _raw(recorded / "raw")
     check_device_trace(raw, "raw recording, calls inferred")
     own = validate_gate(read_pair([recorded / "builtin" / f"trace-rank{r}.jsonl"
@@ -69,12 +81,14 @@ def test_the_raw_recording_is_a_run_of_the_spec_and_agrees_with_the_program_s_ow
     check_device_trace(own, "the program's own trace")
     gates = PLAN.gates + PLAN.more_gates
     assert raw.gates == own.gates == [gates, gates] or not (raw.ok and own.ok)
-    assert (raw.ok, raw.spec_steps, raw.gates, raw.big_gates, raw.drains) == \
-        (own.ok, own.spec_steps, own.gates, own.big_gates, own.drains)
+    assert (raw.ok, raw.spec_steps, raw.gates, raw.big_gates, raw.blocks, raw.drains) == \
+        (own.ok, own.spec_steps, own.gates, own.big_gates, own.blocks, own.drains)
+    assert raw.blocks == [PLAN.verify_blocks] * 2 or not raw.ok
     if raw.ok:
         assert raw.actions == own.actions
-    print(f"raw: {raw.recorded_steps} recorded steps, {raw.recorded_steps / raw.seconds:,.0f} "
-          f"per second")
+    print(f"{run}: raw {raw.recorded_steps} recorded steps in {raw.seconds:.2f} s "
+          f"({raw.recorded_steps / raw.seconds:,.0f} per second); own trace "
+          f"{own.recorded_steps} in {own.seconds:.2f} s; {raw.spec_steps} spec steps")
 
 
 @pytest.mark.rxe
