@@ -5,7 +5,7 @@ changing it").
 
 Several commands run at once, as the ranks of one job (``record_on_host``,
 ``record_in_guest``); each command's exit status and output come back, and every recording
-file the run left, with its event counts (``read_recording``). The library builds only where
+file the run left, with its event counts (``summarize``). The library builds only where
 libibverbs' headers are installed; elsewhere ``build_recorder`` raises ``VerbsUnavailable``
 saying what to install, as the verbs programs do.
 """
@@ -66,8 +66,10 @@ def recorder_env(library: Path, out_dir: Path | str) -> dict[str, str]:
 
 # ------------------------------------------------------------------ what a run leaves
 @dataclass(frozen=True)
-class Recording:
-    """One process's recording file, read back."""
+class RecordedFile:
+    """One process's recording file as the run left it: what it holds, counted (a lenient
+    reading for the report of a run; refimpl/traces/raw.py reads a recording strictly, to
+    validate it)."""
 
     path: Path
     pid: int | None
@@ -95,7 +97,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_recording(path: Path) -> Recording:
+def summarize(path: Path) -> RecordedFile:
     kinds: Counter[str] = Counter()
     pid, argv, last, bad, n = None, (), None, 0, 0
     for line in path.read_text(errors="replace").splitlines():
@@ -110,12 +112,12 @@ def read_recording(path: Path) -> Recording:
         last = kind
         if kind == "process":
             pid, argv = ev.get("pid"), tuple(ev.get("argv", ()))
-    return Recording(path, pid, argv, n, dict(kinds), last == "end", bad)
+    return RecordedFile(path, pid, argv, n, dict(kinds), last == "end", bad)
 
 
-def recordings(out_dir: Path, before: set[str] = frozenset()) -> tuple[Recording, ...]:
+def recordings(out_dir: Path, before: set[str] = frozenset()) -> tuple[RecordedFile, ...]:
     """The recording files in ``out_dir`` not named in ``before``, by name."""
-    return tuple(read_recording(p) for p in sorted(out_dir.glob(f"*{SUFFIX}"))
+    return tuple(summarize(p) for p in sorted(out_dir.glob(f"*{SUFFIX}"))
                  if p.name not in before)
 
 
@@ -130,7 +132,7 @@ class CommandOutcome:
 @dataclass(frozen=True)
 class RecordOutcome:
     commands: tuple[CommandOutcome, ...]
-    files: tuple[Recording, ...]
+    files: tuple[RecordedFile, ...]
     seconds: float
     where: str                      # "host" or "guest"
     extra: dict[str, Any] = field(default_factory=dict)

@@ -78,7 +78,7 @@ def test_each_rank_s_recording_holds_its_setup_posts_polls_and_side_channel(gate
 @pytest.mark.rxe
 def test_the_side_channel_bytes_each_rank_sent_are_the_bytes_the_other_received(
         gate_recording):
-    def stream(f: rr.Recording, way: str) -> bytes:
+    def stream(f: rr.RecordedFile, way: str) -> bytes:
         return b"".join(bytes.fromhex(e["data"]) for e in rr.read_events(f.path)
                         if e["ev"] == "tcp" and e["dir"] == way)
 

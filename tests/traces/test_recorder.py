@@ -38,11 +38,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _events(f: rr.Recording) -> list[dict]:
+def _events(f: rr.RecordedFile) -> list[dict]:
     return rr.read_events(f.path)
 
 
-def _of(res: rr.RecordOutcome, word: str) -> rr.Recording:
+def _of(res: rr.RecordOutcome, word: str) -> rr.RecordedFile:
     (f,) = [f for f in res.files if word in f.argv]
     return f
 
@@ -104,7 +104,7 @@ def test_a_tcp_pair_s_bytes_are_recorded_exactly_in_each_direction(tcp_pair):
                                                                  tcp_pair.commands]
     server, client = _of(tcp_pair, "server"), _of(tcp_pair, "client")
 
-    def data(f: rr.Recording, way: str) -> bytes:
+    def data(f: rr.RecordedFile, way: str) -> bytes:
         return b"".join(bytes.fromhex(e["data"]) for e in _events(f)
                         if e["ev"] == "tcp" and e["dir"] == way)
 
