@@ -37,6 +37,8 @@ RAW_KEYS: dict[str, tuple[str, ...]] = {
     "unsupported": ("call",),
     "end": (),
 }
+# a creation that failed (the line has "errno") has no object to name
+FAILED_KEYS = {"create_cq": ("cqe",), "create_qp": ("qp_type", "send_cq", "recv_cq")}
 _WR_KEYS = {"post_send": ("wr_id", "opcode", "flags", "signaled", "sge"),
             "post_recv": ("wr_id", "sge")}
 _WC_KEYS = ("wr_id", "status", "opcode", "byte_len", "qp_num")
@@ -103,7 +105,8 @@ def _check(d: Any) -> str | None:
     ev = d.get("ev")
     if ev not in RAW_KEYS:
         return f"unknown event {ev!r} (known: {', '.join(RAW_KEYS)})"
-    missing = [k for k in ("t", *RAW_KEYS[ev]) if k not in d]
+    keys = FAILED_KEYS.get(ev, RAW_KEYS[ev]) if "errno" in d else RAW_KEYS[ev]
+    missing = [k for k in ("t", *keys) if k not in d]
     if missing:
         return f"a {ev} line without {', '.join(missing)}"
     if ev in ("post_send", "post_recv", "poll_cq"):

@@ -67,6 +67,16 @@ def test_the_profile_needs_two_ranks(tmp_path):
         raw_ranks([tmp_path], "verbs-gate", {})
 
 
+def test_a_failed_queue_pair_creation_is_read_and_refused_by_the_profile(tmp_path):
+    failed = {k: v for k, v in QP.items() if k not in ("qp", "qp_num", "max_send_wr")}
+    for pid in (7, 8):
+        _write(tmp_path, f"prog.{pid}.jsonl",
+               [{**PROCESS, "pid": pid}, {"ev": "create_cq", "t": 2, "cq": 2, "cqe": 515},
+                {**failed, "errno": 12}])
+    with pytest.raises(ProfileError, match=r"line 3: the create_qp failed \(errno 12\)"):
+        raw_ranks([tmp_path], "verbs-gate", {})
+
+
 def test_a_queue_pair_of_another_type_is_refused_naming_the_line(tmp_path):
     for pid in (7, 8):
         _write(tmp_path, f"prog.{pid}.jsonl",

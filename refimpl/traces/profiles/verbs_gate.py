@@ -114,6 +114,10 @@ def _one(rec: Recording, ev: str, what: str) -> RawEvent:
 
 def _rank_of(rec: Recording) -> _Rank:
     qp, cq = _one(rec, "create_qp", "queue pair"), _one(rec, "create_cq", "completion queue")
+    for e in (cq, qp):
+        if "errno" in e.data:
+            raise at(rec, e, f"the {e.ev} failed (errno {e.data['errno']}): the program did "
+                             f"not get as far as a run")
     if qp.data["qp_type"] not in QP_TYPES:
         raise at(rec, qp, f"a {qp.data['qp_type']} queue pair; verbs_gate's is UC or RC "
                           f"({SRC} 765-767)")
