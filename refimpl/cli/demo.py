@@ -69,6 +69,12 @@ class Plan:
     gates: int              # before the big gate
     more_gates: int         # after it (the window re-armed)
     big_bytes: int
+    tagged: bool = True     # the tagged part after the gates (--no-tagged: the gates only)
+
+
+# a rank's tagged part when the plan leaves it out
+NO_TAGGED: dict[str, Any] = {"received": 0, "wrong": 0, "bytes": 0, "seconds": 0.0,
+                             "eager": 0, "rendezvous": 0}
 
 
 def work(ch: GateChannel, rank: int, arg: tuple[Plan, Any]) -> dict[str, Any]:
@@ -161,7 +167,8 @@ def tagged_work(ep: TaggedEndpoint, rank: int) -> dict[str, Any]:
 
 
 def rank_main(pair: Pair, rank: int, arg: tuple[Plan, Any, Any]) -> dict[str, Any]:
-    """One rank: the gate part on a gate channel, then the tagged part on a tagged endpoint."""
+    """One rank: the gate part on a gate channel, then (unless the plan leaves it out) the
+    tagged part on a tagged endpoint."""
     plan, done, engine = arg
     ch = open_channel(pair, rank, gate_config({"vec_bytes": VEC_BYTES + TRAILER.size}), engine)
     try:
@@ -169,6 +176,9 @@ def rank_main(pair: Pair, rank: int, arg: tuple[Plan, Any, Any]) -> dict[str, An
     finally:
         close_channel(ch)
     out["dropped"] = ch.device.dropped      # a verbs device knows it once both closed
+    if not plan.tagged:
+        out["tagged"] = NO_TAGGED
+        return out
     with open_endpoint(pair, rank, TAGGED) as ep:
         out["tagged"] = tagged_work(ep, rank)
     return out
@@ -245,11 +255,11 @@ def _devices(transport: str, device: str | None, peer_device: str | None) -> lis
 
 def demo_main(gates: int, engine: str, as_json: bool, quiet: bool, transport: str = "sim",
               device: str | None = None, peer_device: str | None = None,
-              variant: str = "") -> int:
+              variant: str = "", tagged: bool = True) -> int:
     if variant:
         return variant_main(variant, transport, device, peer_device, as_json)
     in_use = engines.resolved(engine)
-    plan = Plan(gates, max(1, gates // 10), BIG_BYTES)
+    plan = Plan(gates, max(1, gates // 10), BIG_BYTES, tagged)
     done = mp.get_context("fork").Value("q", 0, lock=False)
     total = plan.gates + plan.more_gates
     err = Console(file=sys.stderr)
@@ -297,7 +307,8 @@ def demo_main(gates: int, engine: str, as_json: bool, quiet: bool, transport: st
         summary["tagged"] = {"eager": sum(r["tagged"]["eager"] for r in ok),
                              "rendezvous": sum(r["tagged"]["rendezvous"] for r in ok),
                              "bytes": sum(r["tagged"]["bytes"] for r in ok),
-                             "mib_per_s": round(t0["bytes"] / 2**20 / t0["seconds"], 1)}
+                             "mib_per_s": round(t0["bytes"] / 2**20 / t0["seconds"], 1)
+                             if t0["seconds"] else None}
     summary["seconds"] = round(wall, 2)
     report.print_demo(summary, as_json)
     return 0 if summary["verified"] else 1
@@ -326,6 +337,9 @@ def arguments(d: Parser) -> None:
                         '"errors", "gate_latency_us": {"p50", "p99"}, "engine", "transport", '
                         '...}')
     d.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    d.add_argument("--no-tagged", action="store_true",
+                   help="the gate part only: no tagged endpoint after the gates (one queue "
+                        "pair per rank, as a recording held to the gate spec wants)")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -337,8 +351,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.variant and args.engine == "native":
         raise InputError(f"--variant {args.variant}: the variant engines are the Python "
                          f"reference engine changed; use --engine python (or auto)")
+    if args.variant and args.no_tagged:
+        raise InputError(f"--variant {args.variant} runs one gate per rank and no tagged "
+                         f"traffic; --no-tagged is for the gate run")
     return demo_main(args.gates, args.engine, args.json, args.quiet, args.transport,
-                     args.device, args.peer_device, args.variant)
+                     args.device, args.peer_device, args.variant, not args.no_tagged)
 
 
 def _verbs_devices(device: str | None, peer: str | None) -> None:

@@ -216,14 +216,18 @@ def outcomes_from(sections: Mapping[tuple[str, int], tuple[int, str, str]],
 
 
 def record_in_guest(guest_run: Runner, commands: Sequence[Sequence[str]], out_dir: Path,
-                    timeout: float = 600.0, library: Path | None = None) -> RecordOutcome:
+                    timeout: float = 600.0, library: Path | None = None,
+                    env: Mapping[str, str] | None = None) -> RecordOutcome:
     """Every command at once in the guest under the recorder (one guest command); ``out_dir``
-    must be a host directory the guest shares read-write at its own path."""
+    must be a host directory the guest shares read-write at its own path. ``env``: more
+    environment for the guest command (e.g. PYTHONPATH for Debian's pyverbs)."""
     library = library or build_recorder()
     out_dir.mkdir(parents=True, exist_ok=True)
     before = _names(out_dir)
     lines = command_lines(commands, str(out_dir), library, timeout)
-    res = guest_run(vn.pair_script(lines), timeout=timeout + 60)
+    # the guest's runner takes env as a keyword; without one it is called as before
+    extra = {"env": dict(env)} if env else {}
+    res = guest_run(vn.pair_script(lines), timeout=timeout + 60, **extra)
     try:
         outcomes = outcomes_from(vn.split_sections(res.stdout), commands)
     except vn.VerbsRunError as e:

@@ -58,3 +58,13 @@ def test_demo_no_barrier_variant_drops_the_first_gate_and_the_peer_times_out(cap
     assert late["completions"]["recv"] == 0
     assert late["error"] == errors.GATE_TIMEOUT(seq=1, recv_done=0)
     assert out["drops"] == 2 and out["verified"] is False
+
+
+def test_demo_without_tagged_traffic_runs_the_gate_part_only(capsys):
+    assert main(["demo", "--gates", "50", "--no-tagged", "--json", "--engine", "python"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gates"] == 55 and out["verified"] is True and out["drops"] == 0
+    assert out["checked"] == {"gate_vectors": 110, "big_gates": 2, "tagged": 0, "wrong": 0}
+    assert out["tagged_messages"] == 0 and out["tagged"]["mib_per_s"] is None
+    assert main(["demo", "--variant", NO_BARRIER.name, "--no-tagged"]) == 3
+    assert "--no-tagged is for the gate run" in capsys.readouterr().err

@@ -110,3 +110,60 @@ def test_each_profile_s_rules_are_in_the_docs_as_the_code_has_them():
         assert f"### The profile `{p.name}`" in docs
         assert rules_table(p) in docs, f"docs/verbs.md: the {p.name} table differs from its " \
                                        f"RULES; regenerate it with rules_table()"
+
+
+def _pyverbs_rank(rank: int, extra: list[dict]) -> list[dict]:
+    """A pyverbs-gate rank's setup as the library records it (refimpl/transport/verbs_pair.py,
+    verbs_device.py): its two connections, CQ, UC queue pair, four regions, the control line
+    announcing them, the queue pair's states and the channel's hello; then ``extra`` control
+    lines written (each also read by the peer)."""
+    ports = ("127.0.0.1:5000", "127.0.0.1:6000"), ("127.0.0.1:5001", "127.0.0.1:6001")
+    how = "accept" if rank == 0 else "connect"
+    qpn, peer_qpn = 17 + rank, 18 - rank
+    lines: list[dict] = [{**PROCESS, "pid": 10 + rank, "ppid": 9}]
+    for fd, (a, b) in zip((5, 6), ports, strict=True):
+        local, peer = (a, b) if rank == 0 else (b, a)
+        lines.append({"ev": "tcp_open", "fd": fd, "how": how, "local": local, "peer": peer})
+    lines += [{"ev": "create_cq", "cq": 2, "cqe": 515},
+              {**QP, "qp_num": qpn}]
+    sizes = (86 * 24592, 86 * 24592, 256 * 16384, 256 * 16384)
+    regions = {}
+    for k, (name, n) in enumerate(zip(("in", "out", "stage", "stage_out"), sizes, strict=True)):
+        addr = (k + 1) << 32
+        lines.append({"ev": "reg_mr", "addr": addr, "length": n, "access": 1, "lkey": k + 1,
+                      "rkey": 0})
+        regions[name] = {"addr": addr, "length": n, "rkey": 0}
+
+    def ctl(msg: dict) -> str:
+        return (json.dumps(msg, separators=(",", ":")) + "\n").encode().hex()
+
+    mine = {"qp": {"qpn": qpn, "psn": 1, "gid": "fe80::1", "mtu": 3}, "regions": regions}
+    theirs = {**mine, "qp": {**mine["qp"], "qpn": peer_qpn}}
+    lines += [{"ev": "tcp", "fd": 5, "dir": "out", "data": ctl(mine)},
+              {"ev": "tcp", "fd": 5, "dir": "in", "data": ctl(theirs)}]
+    lines += [{"ev": "modify_qp", "qp_num": qpn, "mask": 1, "state": s, "rc": 0,
+               "dest_qp_num": peer_qpn if s == "RTR" else None} for s in ("INIT", "RTR", "RTS")]
+    hello = (0x48475356).to_bytes(4, "little") + (16).to_bytes(4, "little") + \
+        (16384).to_bytes(4, "little")
+    lines += [{"ev": "tcp", "fd": 6, "dir": d, "data": hello.hex()} for d in ("out", "in")]
+    for msg in extra:
+        lines += [{"ev": "tcp", "fd": 5, "dir": d, "data": ctl(msg)} for d in ("out", "in")]
+    return [{**x, "t": i + 1, "tid": 10 + rank} if x["ev"] != "process" else x
+            for i, x in enumerate(lines)]
+
+
+def test_a_pyverbs_gate_control_message_of_an_unknown_kind_is_refused_naming_its_line(
+        tmp_path):
+    # the parent that forked the ranks records only its process line
+    _write(tmp_path, "python.9.jsonl", [{**PROCESS, "pid": 9}])
+    _write(tmp_path, "python.10.jsonl", _pyverbs_rank(0, []))
+    _write(tmp_path, "python.11.jsonl", _pyverbs_rank(1, []))
+    a, b = raw_ranks([tmp_path], "pyverbs-gate", {})
+    assert (a.rank, b.rank, a.config["vec_bytes"], a.config["window"]) == (0, 1, 24592, 16)
+    assert a.events == [] and not a.ended
+    bad = _pyverbs_rank(0, [{"rekey": 3}])
+    _write(tmp_path, "python.10.jsonl", bad)
+    line = len(bad) - 1         # the unknown message written (its read follows)
+    with pytest.raises(ProfileError, match=rf"python.10.jsonl line {line}: a control message "
+                                           rf"of an unknown kind \(\{{\"rekey\": 3\}}\)"):
+        raw_ranks([tmp_path], "pyverbs-gate", {})

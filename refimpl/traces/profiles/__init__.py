@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verbspec.refimpl.traces.profiles import verbs_gate
+from verbspec.refimpl.traces.profiles import pyverbs_gate, verbs_gate
 from verbspec.refimpl.traces.profiles.common import Profile, ProfileError
 from verbspec.refimpl.traces.raw import read_recordings
 from verbspec.refimpl.traces.read import RankTrace
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (verbs_gate.PROFILE,)}
+PROFILES: dict[str, Profile] = {p.name: p for p in (verbs_gate.PROFILE,
+                                                    pyverbs_gate.PROFILE)}
 
 
 def profile(name: str) -> Profile:

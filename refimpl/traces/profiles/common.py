@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verbspec.refimpl.traces.raw import RawEvent, Recording
-from verbspec.refimpl.traces.read import RankTrace, TraceInputError
+from verbspec.refimpl.traces.read import Event, RankTrace, TraceInputError
+from verbspec.refimpl.transport.side_channel import HEADER
+from verbspec.spec.gate.state import HEADER_MAGIC
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,106 @@ def same_bytes(wrote: Stream, read: Stream, w: Recording, r: Recording) -> None:
 
 def le(b: bytes | bytearray, at_: int, n: int) -> int:
     return int.from_bytes(b[at_:at_ + n], "little")
+
+
+# a program's own framing of side-channel items beside the gate protocol's (verbs_gate's
+# verify-block and batch headers): the item at a byte, or None; and whether the bytes left
+# begin such a frame (the channel then ends in part of one)
+Framing = Callable[[bytearray, int], "dict[str, Any] | None"]
+Partial = Callable[[bytearray, int], bool]
+
+
+def side_items(s: Stream, rec: Recording, start: int, framing: Framing | None = None,
+               partial: Partial | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """The gate protocol's side-channel items from byte ``start`` (past the program's setup):
+    big-gate headers (refimpl/transport/side_channel.py's frame: the magic DS4B first),
+    the program's own frames, and barrier bytes; each with the line its last byte came in."""
+    out, i, data = [], start, s.data
+    while i < len(data):
+        own = framing(data, i) if framing is not None else None
+        if len(data) - i >= HEADER.size and le(data, i, 4) == HEADER_MAGIC:
+            _, _, _, number, chunks, depth = HEADER.unpack_from(bytes(data), i)
+            item = {"kind": "header", "value": number, "chunks": chunks, "depth": depth}
+            i += HEADER.size
+        elif own is not None:
+            item, i = own[0], i + own[1]
+        elif (data[i] == HEADER_MAGIC & 0xFF and len(data) - i < HEADER.size) or (
+                partial is not None and partial(data, i)):
+            raise ProfileError(f"{rec.path} line {s.lines[i]}: the side channel ends in part "
+                               f"of a header")
+        else:
+            item = {"kind": "byte", "value": data[i], "chunks": 0, "depth": 0}
+            i += 1
+        out.append((s.lines[i - 1], item))
+    return out
+
+
+def work_requests(regions: list[Region], rec: Recording, e: RawEvent, sends_from: str
+                  ) -> list[list[Any]]:
+    """A post's work requests as the device-trace form has them: [wr_id, region, offset,
+    length] (and signaled, for a send); every send a SEND (``sends_from`` cites where)."""
+    out: list[list[Any]] = []
+    for w in e.data["wrs"]:
+        region, offset, length = locate(regions, w["sge"], rec, e, w["wr_id"])
+        wr: list[Any] = [w["wr_id"], region, offset, length]
+        if e.ev == "post_send":
+            if w["opcode"] != "SEND":
+                raise at(rec, e, f"wr_id {w['wr_id']} is a {w['opcode']}; the gate "
+                                 f"protocol posts SENDs ({sends_from})")
+            wr.append(bool(w["signaled"]))
+        out.append(wr)
+    return out
+
+
+@dataclass(frozen=True)
+class Device:
+    """The one queue pair (and its CQ) of a process that runs the gate protocol."""
+
+    qp: RawEvent
+    cq: RawEvent
+    regions: list[Region]
+    sends_from: str         # where the program posts its SENDs (cited when one is not)
+
+    @property
+    def qpn(self) -> int:
+        return int(self.qp.data["qp_num"])
+
+
+def device_events(rec: Recording, dev: Device, items: tuple[list[tuple[int, dict[str, Any]]],
+                                                          list[tuple[int, dict[str, Any]]]],
+                  end: int | None, select: Callable[[RawEvent], bool] | None = None,
+                  program: str = "verbs_gate") -> list[Event]:
+    """A rank's posts, polls and side-channel items (written, read), in the order it made them,
+    as the device-trace events the validator reads; ``end`` the line of its ``end`` event (None:
+    the rank never closed). ``select`` tells the device's posts and polls from the process's
+    other traffic (False: not the device's; it raises what cannot be told apart); without it
+    every post and poll must be the device's."""
+    qpn, cq = dev.qpn, dev.cq.data["cq"]
+    rts = next(e.line for e in rec.of("modify_qp")
+               if e.data["state"] == "RTS" and e.data["qp_num"] == qpn)
+    found: list[tuple[int, int, Event]] = []
+    for e in rec.of("post_send", "post_recv", "poll_cq"):
+        if select is not None and not select(e):
+            continue
+        if e.data.get("qp_num", qpn) != qpn or e.data.get("cq", cq) != cq:
+            raise at(rec, e, f"a post or poll on another queue pair or CQ than {program}'s one")
+        if e.data["rc"] < 0 or (e.ev != "poll_cq" and e.data["rc"]):
+            raise at(rec, e, f"the {e.ev} failed (returned {e.data['rc']}); the profile's spec "
+                             f"configuration has no failing posts or polls")
+        if e.line < rts:
+            raise at(rec, e, f"a {e.ev} before the queue pair is ready to send (RTS)")
+        if e.ev == "poll_cq":
+            cqes = [["recv" if c["opcode"].startswith("RECV") else "send", c["wr_id"],
+                     c["status"], c["byte_len"]] for c in e.data["wcs"]]
+            data = {"ev": "poll", "max": e.data["max"], "cqes": cqes}
+        else:
+            data = {"ev": e.ev, "wrs": work_requests(dev.regions, rec, e, dev.sends_from)}
+        found.append((e.line, 0, Event(e.line, data["ev"], data)))
+    for ev, its in zip(("tcp_write", "tcp_read"), items, strict=True):
+        for k, (line, item) in enumerate(its):
+            found.append((line, k, Event(line, ev, {"ev": ev, **item})))
+    ends = [Event(end, "end", {"ev": "end"})] if end is not None else []
+    return [e for _, _, e in sorted(found, key=lambda x: (x[0], x[1]))] + ends
 
 
 def rules_table(p: Profile) -> str:

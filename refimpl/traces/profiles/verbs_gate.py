@@ -9,21 +9,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verbspec.refimpl.traces.profiles.common import (
+    Device,
     Profile,
     ProfileError,
     Region,
     Rule,
     Stream,
     at,
+    device_events,
     le,
-    locate,
     same_bytes,
+    side_items,
 )
 from verbspec.refimpl.traces.raw import RawEvent, Recording
 from verbspec.refimpl.traces.read import Event, RankTrace
-from verbspec.refimpl.transport.side_channel import HEADER
 from verbspec.spec.gate.params import PARAMS
-from verbspec.spec.gate.state import HEADER_MAGIC
 
 SRC = "native/verbs/verbs_gate.c"
 QP_SRC = "native/verbs/verbs_qp.c"
@@ -215,82 +215,32 @@ def _check_layout(rk: _Rank, cfg: Mapping[str, Any]) -> None:
                                     f"spec's {key} is {need}")
 
 
-def _block_item(data: bytearray, i: int) -> dict[str, Any] | None:
-    """The verify-block or batch header at byte i (verbs_gate.c 298-313), or None."""
+def _block_item(data: bytearray, i: int) -> tuple[dict[str, Any], int] | None:
+    """The verify-block or batch header at byte i (verbs_gate.c 298-313) and its length, or
+    None."""
     if len(data) - i < BLOCK_FRAME or le(data, i, 4) != BLOCK_MAGIC:
         return None
     kind = BLOCK_KINDS.get(le(data, i + 4, 4))
     if kind is None:
         return None
     return {"kind": kind, "value": le(data, i + 8, 8), "chunks": le(data, i + 16, 8),
-            "depth": le(data, i + 24, 8)}
+            "depth": le(data, i + 24, 8)}, BLOCK_FRAME
 
 
-def _items(s: Stream, rec: Recording) -> list[tuple[int, dict[str, Any]]]:
-    """The side channel's items past setup, each with the line its last byte came in."""
-    out, i, data = [], SETUP_BYTES, s.data
-    block_magic = BLOCK_MAGIC.to_bytes(4, "little")
-    while i < len(data):
-        block = _block_item(data, i)
-        if len(data) - i >= HEADER.size and le(data, i, 4) == HEADER_MAGIC:
-            _, _, _, number, chunks, depth = HEADER.unpack_from(bytes(data), i)
-            item = {"kind": "header", "value": number, "chunks": chunks, "depth": depth}
-            i += HEADER.size
-        elif block is not None:
-            item = block
-            i += BLOCK_FRAME
-        elif (data[i] == HEADER_MAGIC & 0xFF and len(data) - i < HEADER.size) or (
-                len(data) - i < BLOCK_FRAME
-                and bytes(data[i:i + 4]) == block_magic[:len(data) - i]):
-            raise ProfileError(f"{rec.path} line {s.lines[i]}: the side channel ends in part "
-                               f"of a header")
-        else:
-            item = {"kind": "byte", "value": data[i], "chunks": 0, "depth": 0}
-            i += 1
-        out.append((s.lines[i - 1], item))
-    return out
-
-
-def _wrs(rk: _Rank, e: RawEvent) -> list[list[Any]]:
-    out: list[list[Any]] = []
-    for w in e.data["wrs"]:
-        region, offset, length = locate(rk.regions, w["sge"], rk.rec, e, w["wr_id"])
-        wr: list[Any] = [w["wr_id"], region, offset, length]
-        if e.ev == "post_send":
-            if w["opcode"] != "SEND":
-                raise at(rk.rec, e, f"wr_id {w['wr_id']} is a {w['opcode']}; the gate "
-                                    f"protocol posts SENDs ({SRC} 277)")
-            wr.append(bool(w["signaled"]))
-        out.append(wr)
-    return out
+def _block_part(data: bytearray, i: int) -> bool:
+    """The side channel's last bytes begin a verify-block or batch header."""
+    magic = BLOCK_MAGIC.to_bytes(4, "little")
+    return len(data) - i < BLOCK_FRAME and bytes(data[i:i + 4]) == magic[:len(data) - i]
 
 
 def _events(rk: _Rank) -> list[Event]:
     """The rank's posts, polls and side-channel items, in the order it made them."""
-    rec, qpn, cq = rk.rec, rk.qp.data["qp_num"], rk.cq.data["cq"]
-    rts = next(e.line for e in rec.of("modify_qp") if e.data["state"] == "RTS")
-    found: list[tuple[int, int, Event]] = []
-    for e in rec.of("post_send", "post_recv", "poll_cq"):
-        if e.data.get("qp_num", qpn) != qpn or e.data.get("cq", cq) != cq:
-            raise at(rec, e, "a post or poll on another queue pair or CQ than verbs_gate's one")
-        if e.data["rc"] < 0 or (e.ev != "poll_cq" and e.data["rc"]):
-            raise at(rec, e, f"the {e.ev} failed (returned {e.data['rc']}); the profile's spec "
-                             f"configuration has no failing posts or polls")
-        if e.line < rts:
-            raise at(rec, e, f"a {e.ev} before the queue pair is ready to send (RTS)")
-        if e.ev == "poll_cq":
-            cqes = [["recv" if c["opcode"].startswith("RECV") else "send", c["wr_id"],
-                     c["status"], c["byte_len"]] for c in e.data["wcs"]]
-            data = {"ev": "poll", "max": e.data["max"], "cqes": cqes}
-        else:
-            data = {"ev": e.ev, "wrs": _wrs(rk, e)}
-        found.append((e.line, 0, Event(e.line, data["ev"], data)))
-    for ev, s in (("tcp_write", rk.out), ("tcp_read", rk.inn)):
-        for k, (line, item) in enumerate(_items(s, rec)):
-            found.append((line, k, Event(line, ev, {"ev": ev, **item})))
-    end = rec.events[-1].line + 1 if rec.events else 1
-    ends = [Event(end, "end", {"ev": "end"})] if rec.ended else []
-    return [e for _, _, e in sorted(found, key=lambda x: (x[0], x[1]))] + ends
+    rec = rk.rec
+    items = tuple(side_items(s, rec, SETUP_BYTES, _block_item, _block_part)
+                  for s in (rk.out, rk.inn))
+    end = (rec.events[-1].line + 1 if rec.events else 1) if rec.ended else None
+    dev = Device(rk.qp, rk.cq, rk.regions, f"{SRC} 277")
+    return device_events(rec, dev, (items[0], items[1]), end)
 
 
 def _check_close(rk: _Rank) -> None:
