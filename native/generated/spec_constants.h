@@ -287,6 +287,12 @@
 #define VS_SPEC_GATE_BIG_GATES_DEFAULT 1u
 #define VS_SPEC_GATE_BIG_GATES_MIN 0u
 #define VS_SPEC_GATE_BIG_GATES_MAX 1u
+/* workload: with big gates, one more size the application may give a big gate, in chunks (0:
+ * only the sizes the workload draws: 1, chain_max + 1 and a window and one); a validated
+ * recording's own size */
+#define VS_SPEC_GATE_BIG_CHUNKS_DEFAULT 0u
+#define VS_SPEC_GATE_BIG_CHUNKS_MIN 0u
+#define VS_SPEC_GATE_BIG_CHUNKS_MAX UINT64_C(2305843009213693951)
 /* workload: 1: verify blocks (ds4_tp_batch_block_begin, a batch gate per layer,
  * ds4_tp_batch_block_end) mix with the other calls; the z3 model does not cover them */
 #define VS_SPEC_GATE_VERIFY_BLOCKS_DEFAULT 0u

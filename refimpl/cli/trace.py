@@ -73,8 +73,11 @@ def validate_arguments(v: Parser) -> None:
     v.add_argument("--trace-dir", type=Path, default=DEFAULTS.trace_dir,
                    help="where a gate violation's ITF trace (the spec steps up to it) is "
                         "written")
+    v.add_argument("--itf", type=Path, default=None, metavar="OUT",
+                   help="for a valid gate run: write the spec's run that explains it to OUT "
+                        "as an ITF trace (verbspec trace OUT draws it)")
     v.add_argument("--itf-max-steps", type=int, default=5_000, metavar="N",
-                   help="write the ITF trace only when it has at most N spec steps")
+                   help="write an ITF trace only when it has at most N spec steps")
     v.add_argument("--strict-completions", action="store_true",
                    help="compare each poll's completions in the spec's CQ order exactly; "
                         "without it a UC send's completion may come after receive "
@@ -103,9 +106,12 @@ def cmd_trace_validate(args: argparse.Namespace) -> int:
             ranks = read_pair(args.paths)
         if ranks[0].protocol == "gate":
             check_dir(args.trace_dir, "--trace-dir")
+            if args.itf is not None:
+                check_file(args.itf, "--itf", inputs=[*args.paths, *args.raw])
             rep = tv.validate_gate(ranks, args.trace_dir, args.itf_max_steps,
                                    late_sends=not args.strict_completions,
-                                   validator=InferredCalls if args.raw else tv.GateValidator)
+                                   validator=InferredCalls if args.raw else tv.GateValidator,
+                                   run_itf=args.itf)
         else:
             rep = validate_tagged(ranks)
     except TraceInputError as e:

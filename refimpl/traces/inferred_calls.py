@@ -71,6 +71,12 @@ class InferredCalls(GateValidator):
         written = {e.data["kind"] for t in ranks for e in t.events if e.ev == "tcp_write"}
         return max(1, calls), "header" in written, bool(written & {"block", "batch"})
 
+    @staticmethod
+    def big_sizes(ranks: tuple[RankTrace, RankTrace]) -> frozenset[int]:
+        """The chunk counts the ranks' big-gate headers announce."""
+        return frozenset(e.data["chunks"] for t in ranks for e in t.events
+                         if e.ev == "tcp_write" and e.data["kind"] == "header")
+
     # ------------------------------------------------------------------ the walk
     def _advance(self, r: int) -> None:
         e = self.ranks[r].events[self.cursor[r]]

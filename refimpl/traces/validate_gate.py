@@ -45,6 +45,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from verbspec.proofs.traces import save_counterexample, write_trace
 from verbspec.refimpl.conformance.gate import CONFORMANCE
 from verbspec.refimpl.traces.read import Event, RankTrace, TraceInputError, run_config
 from verbspec.spec import fabric as fb
@@ -130,11 +131,11 @@ class Report:
 
 
 def spec_config(ranks: tuple[RankTrace, RankTrace], calls: int, bigs: bool,
-                blocks: bool = False) -> Any:
+                blocks: bool = False, sizes: frozenset[int] = frozenset()) -> Any:
     """The spec's configuration for the run: the ``begin`` lines' (rank 1's own values apart),
-    with the workload parameters set to the run's own (its calls, its big gates, its verify
-    blocks, faults allowed so a timeout or a gone peer is a step); TraceInputError when the
-    spec cannot express it."""
+    with the workload parameters set to the run's own (its calls, its big gates and, where
+    they have one size beyond a drain's, that size, its verify blocks, faults allowed so a
+    timeout or a gone peer is a step); TraceInputError when the spec cannot express it."""
     trace, config = ranks[0], run_config(*ranks)
     values = {k: v for k, v in config.items() if k in {p.name for p in PARAMS}}
     unknown = sorted(set(config) - set(values))
@@ -142,6 +143,8 @@ def spec_config(ranks: tuple[RankTrace, RankTrace], calls: int, bigs: bool,
         raise TraceInputError(f"{trace.path}: config has {', '.join(unknown)}, which the gate "
                               f"spec has no parameter for")
     values.update(ops=max(1, calls), big_gates=int(bigs), verify_blocks=int(blocks), faults=1)
+    if len(sizes - {1}) == 1:
+        values.update(big_chunks=max(sizes))
     try:
         return make_config(check_values(PARAMS, values))
     except ParamError as e:
@@ -267,7 +270,7 @@ class GateValidator:
         self.kinds: dict[str, str] = {}
         self.seen: dict[str, list[Any]] = {}    # phase -> own steps found enabled in it
         self.cq_counts: list[tuple[Any, Counter[str]]] = [((), Counter()), ((), Counter())]
-        self.cfg = spec_config(ranks, *self.workload(ranks))
+        self.cfg = spec_config(ranks, *self.workload(ranks), sizes=self.big_sizes(ranks))
         self.system = GateSystem(self.cfg)
         self.spec = self.system.spec
         self.table = {a.name: a for a in self.system.actions}
@@ -296,6 +299,13 @@ class GateValidator:
         every = names[0] + names[1]
         return (max(len(names[0]), len(names[1])),
                 any(n in ("big_exchange", "drain") for n in every), "verify_block" in every)
+
+    @staticmethod
+    def big_sizes(ranks: tuple[RankTrace, RankTrace]) -> frozenset[int]:
+        """The chunk counts of the run's big gates, as its calls give them."""
+        return frozenset(e.data["args"].get("chunks") for t in ranks for e in t.events
+                         if e.ev == "call" and e.data["name"] == "big_exchange"
+                         and isinstance(e.data["args"].get("chunks"), int))
 
     # ------------------------------------------------------------------ spec steps
     def _step(self, name: str, *args: Any) -> Observation:
@@ -799,23 +809,27 @@ class GateValidator:
         self._step(DELIVER, src)
 
     # ------------------------------------------------------------------ the ITF prefix
-    def prefix_trace(self, message: str) -> Trace:
-        """The spec steps taken, as an ITF trace ending at the rejected step."""
+    def spec_run(self, message: str | None = None) -> Trace:
+        """The spec steps taken, as an ITF trace: the run that explains a valid recording, or
+        (with the ``message`` of a violation) the steps up to the rejected one."""
         trace = start_trace(self.system)
         s = self.system.initial()
         for name, args in self.moves:
             a = self.table[name]
             s, obs = a.apply(s, *args)
             trace.steps.append(TraceStep(name, dict(zip(a.params, args, strict=True)), s, obs))
-        trace.violation, trace.message = CONFORMANCE, message
+        if message is not None:
+            trace.violation, trace.message = CONFORMANCE, message
         return trace
 
 
 def validate_gate(ranks: tuple[RankTrace, RankTrace], trace_dir: Path | None = None,
                   itf_max_steps: int = ITF_MAX_STEPS, late_sends: bool = True,
-                  validator: type[GateValidator] = GateValidator) -> Report:
+                  validator: type[GateValidator] = GateValidator,
+                  run_itf: Path | None = None) -> Report:
     """Validate a gate run's two device traces; on a violation with ``trace_dir``, the spec
-    steps up to it written there as an ITF trace (when at most ``itf_max_steps``).
+    steps up to it written there as an ITF trace, and for a valid run with ``run_itf``, the
+    spec's run that explains it written there (each when at most ``itf_max_steps``).
     ``late_sends``: a poll may show a UC send's completion after receive completions that
     the spec's fabric would have put behind it. ``validator``: how the traces are walked (a
     subclass infers calls a recording does not hold)."""
@@ -823,34 +837,44 @@ def validate_gate(ranks: tuple[RankTrace, RankTrace], trace_dir: Path | None = N
     rep = v.run()
     rep.late_sends = v.reordered
     rep.drains = [sum(1 for n, a in v.moves if n == DRAIN_DONE and a[0] == r) for r in (0, 1)]
-    if not rep.ok and trace_dir is not None:
-        if len(v.moves) <= itf_max_steps:
-            from verbspec.proofs.traces import save_counterexample
-
-            rep.itf = save_counterexample(v.prefix_trace(rep.message), trace_dir, "devtrace")
-        else:
-            rep.itf_skipped = (f"{len(v.moves)} spec steps, above the {itf_max_steps} an ITF "
-                               f"trace is written for")
+    wanted = trace_dir if not rep.ok else run_itf
+    if wanted is None:
+        return rep
+    if len(v.moves) > itf_max_steps:
+        rep.itf_skipped = (f"{len(v.moves)} spec steps, above the {itf_max_steps} an ITF "
+                           f"trace is written for")
+    elif rep.ok:
+        rep.itf = str(write_trace(v.spec_run(), Path(wanted)))
+    else:
+        rep.itf = save_counterexample(v.spec_run(rep.message), wanted, "devtrace")
     return rep
+
+
+def _valid(rep: Report) -> str:
+    """A valid run's line: its counts, and how fast it was validated."""
+    per = lambda xs: "/".join(map(str, xs))     # noqa: E731
+    if rep.protocol != "gate":
+        return f"valid: {rep.recorded_steps} recorded steps checked; {rep.detail}; " \
+               f"{rep.seconds:.2f} s"
+    extra = (f"; {rep.late_sends} polls showed a send's completion after later receives"
+             if rep.late_sends else "")
+    counts = (f"gates {per(rep.gates)}, big gates {per(rep.big_gates)}, verify blocks "
+              f"{per(rep.blocks)}, drains {per(rep.drains)} (rank 0/rank 1)")
+    rate = (f" ({rep.recorded_steps / rep.seconds:,.0f} recorded steps/s)"
+            if rep.seconds > 0 else "")
+    return (f"valid: {rep.recorded_steps} recorded steps explained by {rep.spec_steps} spec "
+            f"steps; {counts}{extra}; {rep.seconds:.2f} s{rate}")
 
 
 def render(rep: Report) -> str:
     """A report as the command line prints it."""
-    per = lambda xs: "/".join(map(str, xs))     # noqa: E731
     if rep.ok:
-        extra = (f"; {rep.late_sends} polls showed a send's completion after later receives"
-                 if rep.late_sends else "")
-        counts = (f"gates {per(rep.gates)}, big gates {per(rep.big_gates)}, verify blocks "
-                  f"{per(rep.blocks)}, drains {per(rep.drains)} (rank 0/rank 1)"
-                  if rep.protocol == "gate"
-                  else rep.detail)
-        if rep.protocol != "gate":
-            return f"valid: {rep.recorded_steps} recorded steps checked; {counts}; " \
-                   f"{rep.seconds:.2f} s"
-        return (f"valid: {rep.recorded_steps} recorded steps explained by {rep.spec_steps} "
-                f"spec steps; {counts}{extra}; {rep.seconds:.2f} s"
-                + (f" ({rep.recorded_steps / rep.seconds:,.0f} recorded steps/s)"
-                   if rep.seconds > 0 else ""))
+        out = [_valid(rep)]
+        if rep.itf:
+            out.append(f"  the spec's run: {rep.itf} (verbspec trace draws it)")
+        elif rep.itf_skipped:
+            out.append(f"  no ITF trace: {rep.itf_skipped} (--itf-max-steps)")
+        return "\n".join(out)
     out = [f"invalid: {rep.message}"]
     if rep.event:
         out.append(f"  recorded: {rep.event}")

@@ -88,6 +88,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("big_gates", int, 1,
               "workload: 1: big gates (prefill) mix with decode gates; 0: decode gates only",
               lo=0, hi=1),
+    ParamSpec("big_chunks", int, 0,
+              "workload: with big gates, one more size the application may give a big gate, "
+              "in chunks (0: only the sizes the workload draws: 1, chain_max + 1 and a window "
+              "and one); a validated recording's own size", lo=0, hi=MAX_SEQ),
     ParamSpec("verify_blocks", int, 0,
               "workload: 1: verify blocks (ds4_tp_batch_block_begin, a batch gate per layer, "
               "ds4_tp_batch_block_end) mix with the other calls; the z3 model does not cover "
@@ -151,6 +155,7 @@ class GateConfig:
     post_failures: int
     ops: int
     big_gates: int
+    big_chunks: int
     verify_blocks: int
     block_layers: int
     block_rows: int

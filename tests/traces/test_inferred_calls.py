@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from traces.test_device_trace import SMALL, _gates_big_gates, _no_barrier, _record
 
+from verbspec.refimpl.cli import main as cli
 from verbspec.refimpl.library.gate_channel import gate_config
 from verbspec.refimpl.library.sim_pair import run_pair
 from verbspec.refimpl.traces.inferred_calls import InferredCalls, strip_calls
@@ -121,3 +122,15 @@ def test_no_number_changed_by_one_is_accepted(run40):
         rep = _inferred(_edited(run40, rank, lambda ev, x=x, i=i: ev.__setitem__(
             i, type(ev[i])(ev[i].line, ev[i].ev, x))))
         assert not rep.ok, (n, rank, i, x)
+
+
+def test_the_run_that_explains_a_recording_is_written_and_replays_on_the_spec(run40, tmp_path,
+                                                                              capsys):
+    """The explanation is a run of the closed system itself: the recording's own big-gate
+    size joins the workload (``big_chunks``), so every step, the calls inferred included, is
+    enabled where it is taken."""
+    out = tmp_path / "run.itf.json"
+    rep = validate_gate(_stripped(run40), validator=InferredCalls, run_itf=out)
+    assert rep.ok and rep.outside_workload == 0 and rep.itf == str(out)
+    assert cli.main(["replay", str(out)]) == 0
+    assert f"replayed {rep.spec_steps} steps" in capsys.readouterr().out

@@ -74,8 +74,8 @@ class StepsBase:
         # ds4 never negotiates depths; the depth-mismatch variant grants rank 1 a 64-deep queue
         self.rq_grant = (c.rq_depth, min(c.rq_depth, c.chain_max)
                          if DEPTH_MISMATCH.on(variants) else c.rq_depth)
-        self.big_sizes = (tuple(sorted({1, c.chain_max + 1, c.big_window(c.rq_depth) + 1}))
-                          if c.big_gates else ())
+        drawn = {1, c.chain_max + 1, c.big_window(c.rq_depth) + 1, c.big_chunks} - {0}
+        self.big_sizes = tuple(sorted(drawn)) if c.big_gates else ()
         self.free_ops = (0,) + self.big_sizes + ((BLOCK_OP,) if c.verify_blocks else ())
 
     @cached_property
