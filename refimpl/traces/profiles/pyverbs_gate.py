@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from verbspec.refimpl.traces.profiles.common import (
@@ -23,13 +23,13 @@ from verbspec.refimpl.traces.profiles.common import (
     ProfileError,
     Region,
     Rule,
-    Stream,
     at,
     device_events,
     le,
     same_bytes,
     side_items,
 )
+from verbspec.refimpl.traces.profiles.tcp import Conn, connections, first_json, json_lines
 from verbspec.refimpl.traces.raw import RawEvent, Recording
 from verbspec.refimpl.traces.read import Event, RankTrace
 from verbspec.spec.gate.constants import BIG_POLL_BATCH, POLL_BATCH
@@ -113,75 +113,14 @@ RULES = (
 
 
 @dataclass
-class _Conn:
-    """One TCP connection of a process: from its tcp_open to its tcp_close."""
-
-    opened: RawEvent
-    fd: int
-    out: Stream = field(default_factory=Stream)
-    inn: Stream = field(default_factory=Stream)
-    shutdowns: list[RawEvent] = field(default_factory=list)
-    closed: RawEvent | None = None
-
-
-def _connections(rec: Recording) -> list[_Conn]:
-    """The process's TCP connections in the order opened; bytes on a descriptor belong to the
-    connection open on it then (a descriptor is reused after a close)."""
-    out: list[_Conn] = []
-    live: dict[int, _Conn] = {}
-    for e in rec.of("tcp_open", "tcp", "tcp_shutdown", "tcp_close"):
-        fd = e.data["fd"]
-        if e.ev == "tcp_open":
-            live[fd] = _Conn(e, fd)
-            out.append(live[fd])
-            continue
-        c = live.get(fd)
-        if c is None:
-            if e.ev == "tcp":
-                raise at(rec, e, f"bytes on descriptor {fd}, which no connection the process "
-                                 f"opened holds: they cannot be told apart from the gate's")
-            continue
-        if e.ev == "tcp":
-            (c.out if e.data["dir"] == "out" else c.inn).add(e)
-        elif e.ev == "tcp_shutdown":
-            c.shutdowns.append(e)
-        else:
-            c.closed = e
-            del live[fd]
-    return out
-
-
-def _lines(s: Stream, rec: Recording) -> list[tuple[int, dict[str, Any]]]:
-    """The control connection's JSON lines, each with the recording line its newline came in."""
-    out, start = [], 0
-    while start < len(s.data):
-        nl = s.data.find(b"\n", start)
-        if nl < 0:
-            raise at(rec, None, f"the control connection ends in part of a line (byte "
-                                f"{start} on, from line {s.lines[start]})")
-        try:
-            msg = json.loads(bytes(s.data[start:nl]))
-        except ValueError as exc:
-            raise ProfileError(f"{rec.path} line {s.lines[nl]}: a control line that is not "
-                               f"JSON ({exc}); the device writes JSON lines ({DEV} 318-320)"
-                               ) from None
-        if not isinstance(msg, dict):
-            raise ProfileError(f"{rec.path} line {s.lines[nl]}: a control line that is not a "
-                               f"JSON object ({DEV} 318-320)")
-        out.append((s.lines[nl], msg))
-        start = nl + 1
-    return out
-
-
-@dataclass
 class _Rank:
     """One rank's process, read as the library's over pyverbs."""
 
     rec: Recording
     rank: int
     dev: Device
-    ctl: _Conn
-    side: _Conn
+    ctl: Conn
+    side: Conn
     said: list[tuple[int, dict[str, Any]]]      # control lines written
     hello: tuple[int, int]                       # window, max_msg
 
@@ -243,8 +182,11 @@ def _regions(rec: Recording, qp: RawEvent, announced: RawEvent) -> list[Region]:
 def _rank_of(rec: Recording) -> _Rank:
     qp = _gate_qp(rec)
     cq = _gate_cq(rec, qp)
-    conns = _connections(rec)
-    ctl = [c for c in conns if _first_qpn(c) == qp.data["qp_num"]]
+    conns = connections(rec)
+    # a device's first line names its queue pair (a later queue pair may reuse the number)
+    ctl = [c for c in conns if _qpn_of(first_json(c)) == qp.data["qp_num"]
+           and qp.line < c.out.lines[0] and _alive(rec, "destroy_qp", "qp_num", qp,
+                                                    c.out.lines[0])]
     if len(ctl) != 1:
         raise at(rec, qp, f"{len(ctl)} control connections announce the queue pair "
                           f"{qp.data['qp_num']}; the device has one ({DEV} 106-108)")
@@ -266,20 +208,11 @@ def _rank_of(rec: Recording) -> _Rank:
         raise at(rec, side.opened, f"the side channel does not begin with the channel's hello "
                                    f"(magic {HELLO_MAGIC:#010x}; {LIB} 182)")
     return _Rank(rec, 0 if "accept" in hows else 1, Device(qp, cq, regions, f"{DEV} 138"),
-                 c, side, _lines(c.out, rec), (le(out, 4, 4), le(out, 8, 4)))
+                 c, side, json_lines(c.out, rec, f"{DEV} 318-320"), (le(out, 4, 4), le(out, 8, 4)))
 
 
-def _first_qpn(c: _Conn) -> Any:
-    """The queue pair number a connection's first line written names, if it is a device's
-    control connection (its first line a JSON object with "qp"); else None."""
-    nl = c.out.data.find(b"\n")
-    if not c.out.data.startswith(b"{") or nl < 0:
-        return None
-    try:
-        msg = json.loads(bytes(c.out.data[:nl]))
-    except ValueError:
-        return None
-    qp = msg.get("qp") if isinstance(msg, dict) else None
+def _qpn_of(msg: dict[str, Any] | None) -> Any:
+    qp = msg.get("qp") if msg is not None else None
     return qp.get("qpn") if isinstance(qp, dict) else None
 
 
@@ -305,7 +238,8 @@ def _check_control(me: _Rank, peer: _Rank) -> None:
                                f"({DEV} 297-299)")
     posted = sum(len(e.data["wrs"]) for e in rec.of("post_send")
                  if e.data["qp_num"] == me.qpn and e.data["rc"] == 0
-                 and me.dev.qp.line < e.line)
+                 and me.dev.qp.line < e.line
+                 and _alive(rec, "destroy_qp", "qp_num", me.dev.qp, e.line))
     for k, (line, msg) in enumerate(said[1:], 1):
         if set(msg) != {"sent"}:
             kind = "an RC device's region message" if {"mr", "unmr"} & set(msg) \
