@@ -1087,6 +1087,28 @@ static struct ctx_slot *ctx_find(const struct ibv_context *ctx)
     return NULL;
 }
 
+/* A post's line: its queue pair, what the provider returned, the index of the work request it
+ * refused (or null) and the work requests, already written into `w` (freed here). */
+static void emit_post(const char *ev, uint32_t qp_num, int rc, long at, struct jbuf *w)
+{
+    struct jbuf b;
+    jb_init(&b);
+    jb_kuint(&b, "qp_num", qp_num);
+    jb_kint(&b, "rc", rc);
+    jb_key(&b, "bad");
+    if (at >= 0)
+        jb_i64(&b, at);
+    else
+        jb_lit(&b, "null");
+    jb_key(&b, "wrs");
+    if (!w->failed)
+        jb_raw(&b, w->p + HEAD, w->len - HEAD);
+    else
+        b.failed = 1;
+    free(w->p);
+    emit(ev, &b);
+}
+
 /* A swapped op on a context the recorder no longer knows (used after ibv_close_device). */
 static int lost_context(const char *call)
 {
@@ -1143,28 +1165,13 @@ static int rec_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_s
     int e = errno;
     if (bad_wr && (rc != 0 || bad != NULL))
         *bad_wr = bad;
-    struct jbuf b;
-    jb_init(&b);
-    jb_kuint(&b, "qp_num", qp->qp_num);
-    jb_kint(&b, "rc", rc);
-    jb_key(&b, "bad");
     long at = -1, i = 0;
     for (struct ibv_send_wr *x = wr; x && bad; x = x->next, i++)
         if (x == bad) {
             at = i;
             break;
         }
-    if (at >= 0)
-        jb_i64(&b, at);
-    else
-        jb_lit(&b, "null");
-    jb_key(&b, "wrs");
-    if (!w.failed)
-        jb_raw(&b, w.p + HEAD, w.len - HEAD);
-    else
-        b.failed = 1;
-    free(w.p);
-    emit("post_send", &b);
+    emit_post("post_send", qp->qp_num, rc, at, &w);
     errno = e;
     return rc;
 }
@@ -1193,28 +1200,13 @@ static int rec_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_r
     int e = errno;
     if (bad_wr && (rc != 0 || bad != NULL))
         *bad_wr = bad;
-    struct jbuf b;
-    jb_init(&b);
-    jb_kuint(&b, "qp_num", qp->qp_num);
-    jb_kint(&b, "rc", rc);
-    jb_key(&b, "bad");
     long at = -1, i = 0;
     for (struct ibv_recv_wr *x = wr; x && bad; x = x->next, i++)
         if (x == bad) {
             at = i;
             break;
         }
-    if (at >= 0)
-        jb_i64(&b, at);
-    else
-        jb_lit(&b, "null");
-    jb_key(&b, "wrs");
-    if (!w.failed)
-        jb_raw(&b, w.p + HEAD, w.len - HEAD);
-    else
-        b.failed = 1;
-    free(w.p);
-    emit("post_recv", &b);
+    emit_post("post_recv", qp->qp_num, rc, at, &w);
     errno = e;
     return rc;
 }

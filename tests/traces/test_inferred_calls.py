@@ -5,7 +5,6 @@ shows a run (refimpl/traces/inferred_calls.py)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -52,16 +51,9 @@ def test_the_calls_inferred_explain_the_run_as_its_recorded_calls_do(run40):
     assert inferred.drains == [1, 1]
 
 
-def test_a_run_without_its_barrier_is_rejected_at_its_first_send(tmp_path):
-    old = os.environ.get(device_trace.TRACE_ENV)
-    os.environ[device_trace.TRACE_ENV] = str(tmp_path / "nb")
-    try:
-        run_pair(_no_barrier, (5, 5))
-    finally:
-        if old is None:
-            del os.environ[device_trace.TRACE_ENV]
-        else:
-            os.environ[device_trace.TRACE_ENV] = old
+def test_a_run_without_its_barrier_is_rejected_at_its_first_send(tmp_path, monkeypatch):
+    monkeypatch.setenv(device_trace.TRACE_ENV, str(tmp_path / "nb"))
+    run_pair(_no_barrier, (5, 5))
     rep = _inferred(_stripped(tmp_path / "nb" / device_trace.GATE))
     assert not rep.ok
     assert json.loads(rep.event)["ev"] == "post_send"
