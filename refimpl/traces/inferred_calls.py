@@ -33,7 +33,7 @@ from verbspec.refimpl.traces.validate_gate import (
     _Wait,
 )
 from verbspec.spec.actions import name_of
-from verbspec.spec.gate.state import IDLE
+from verbspec.spec.gate.state import IDLE, GateState
 from verbspec.spec.gate.steps import GateSpec
 
 CALL_BLOCK = name_of(GateSpec.do_call_block)
@@ -47,7 +47,7 @@ COUNTED = {CALL_GATE: "gates", CALL_BIG: "big_gates", CALL_BLOCK: "blocks"}
 class _Saved:
     """What a tried call may change, to undo it."""
 
-    s: Any
+    s: GateState
     moves: int
     counts: Counter[str]
     reaped: tuple[Counter[str], Counter[str]]
@@ -137,7 +137,7 @@ class InferredCalls(GateValidator):
         if e.ev == "tcp_write" and e.data["kind"] == "header" and rk.op >= len(self.s.script) \
                 and rk.op < self.cfg.ops and (CALL_BIG, (r, e.data["chunks"])) not in out \
                 and e.data["chunks"] > 0:
-            # the application chooses a big gate's size; the closed system draws three
+            # a size of the application's own beyond those the workload draws
             out.insert(0, (CALL_BIG, (r, e.data["chunks"])))
         return out
 
