@@ -380,7 +380,7 @@ class GateChannel:
         kind = HEADER_KIND if self.engine.view().phase == BIG_HDR_READ else BYTE
         try:
             item = self.side.read(kind)
-        except SideChannelTimeout as e:
+        except OSError as e:        # a timeout (SideChannelTimeout) or a reset connection
             self._fail(f"TCP side channel: {e}")
         if item is None:
             self._apply(self.engine.peer_closed())
@@ -399,7 +399,10 @@ class GateChannel:
                                     w.length, w.signaled) for w in em.sends])
             self._posted_at = time.perf_counter()
         for item in em.tcp_out:
-            self.side.write(item)
+            try:
+                self.side.write(item)
+            except OSError as e:    # the peer's end reset, or ours shut down: a gone peer
+                self._fail(f"TCP side channel: {e}")
         if self._big is not None:
             in_xfer = self.engine.view().phase == BIG_XFER
             if self._big.xfer and not in_xfer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 
 import pytest
@@ -169,6 +170,23 @@ def test_a_peer_that_drops_its_channel_is_seen_within_the_timeout(engine):
                                       errors.GATE_TIMEOUT(seq=6, recv_done=5))
     assert out[0].result["after"].startswith("the channel failed")
     assert time.monotonic() - t < 10
+
+
+def write_to_a_closed_side_channel(ch: GateChannel, rank: int) -> None:
+    gates(ch, rank, 1, 2)
+    if rank == 0:
+        ch.side.sock.shutdown(socket.SHUT_WR)   # the drain's header cannot be written
+    ch.drain()
+
+
+def test_a_side_channel_that_cannot_be_written_is_a_gate_error_naming_it():
+    """A write that fails on the side channel (the peer's end reset, ours shut down) ends the
+    channel with a GateError naming the side channel, not an OSError out of the library."""
+    cfg = gate_config({"window": 2, "timeout_ms": 2000})
+    out = run_ranks(cfg, expect_failure, (write_to_a_closed_side_channel,) * 2,
+                    engine="python", timeout_s=30)
+    assert out[0].result["error"].startswith("TCP side channel: "), out[0]
+    assert out[0].result["after"].startswith("the channel failed")
 
 
 @pytest.mark.parametrize("apart, what, ours", [({"rank1_window": 8}, "receive window", 4),
