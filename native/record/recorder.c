@@ -41,6 +41,12 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define FORMAT_VERSION 1
+/* Lines are written in batches: when a batch would pass OUT_CAP, when FLUSH_NS have passed since
+ * the last, before the program may block on a read (so a rank stopped while it waits has its
+ * lines on disk), before fork, exec and _exit, and at `end`. One write(2) per line cost the gate
+ * round trip about a sixth under the guest's emulation (docs/benchmarks.md). */
+#define OUT_CAP (64u << 10)
+#define FLUSH_NS 50000000u
 #define HEAD 112                /* room before an event's body for {"ev":..,"t":..,"tid":.. */
 #define FD_CACHE 65536          /* descriptors whose socket kind is remembered */
 #define MAX_CTX 64              /* contexts open at once whose ops are swapped */
@@ -127,6 +133,9 @@ static struct recorder {
     struct map_slot cqs[MAP_CAP];   /* cq -> empty polls since its last written poll */
     struct map_slot qps[MAP_CAP];   /* qp -> 1 + sq_sig_all */
     _Atomic unsigned char fds[FD_CACHE];    /* enum fd_kind by descriptor */
+    char out[OUT_CAP];              /* lines not yet written: one write per batch, not per line */
+    _Atomic size_t out_len;
+    uint64_t out_at;                /* when the last batch was written */
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 static pthread_once_t reals_once = PTHREAD_ONCE_INIT;
@@ -400,6 +409,43 @@ static int recording(void)
 
 /* The line `{"ev":EV,"t":..,"tid":..` + body + `}`, one write(2) under the lock; frees b. The
  * `end` line closes the file to later events in the same hold of the lock. */
+/* Bytes onto the recording file, whole; a failure stops the recording, saying why. */
+static void write_all(const char *p, size_t len)
+{
+    while (R.fd >= 0 && len > 0) {
+        ssize_t w = real()->write(R.fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            say("writing into %s: %s; recording stops here", R.dir,
+                w < 0 ? strerror(errno) : "nothing written");
+            real()->close(R.fd);
+            R.fd = -1;
+            break;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+/* The batch written (R.lock held). */
+static void flush_locked(void)
+{
+    write_all(R.out, R.out_len);
+    R.out_len = 0;
+    R.out_at = now_ns();
+}
+
+/* The batch written, if there is one. */
+static void flush_pending(void)
+{
+    if (R.out_len == 0)
+        return;
+    pthread_mutex_lock(&R.lock);
+    flush_locked();
+    pthread_mutex_unlock(&R.lock);
+}
+
 static void emit(const char *ev, struct jbuf *b)
 {
     jb_raw(b, "}\n", 2);
@@ -416,21 +462,25 @@ static void emit(const char *ev, struct jbuf *b)
             n += el;
             memcpy(head + n, "\",\"t\":", 6);
             n += 6;
-            n += fmt_u64(head + n, now_ns());
+            uint64_t t = now_ns();
+            n += fmt_u64(head + n, t);
             memcpy(head + n, ",\"tid\":", 7);
             n += 7;
             n += fmt_u64(head + n, (uint64_t)tid);
             char *start = b->p + HEAD - n;
             memcpy(start, head, n);
             size_t len = b->len - HEAD + n;
-            ssize_t w = real()->write(R.fd, start, len);
-            if (w != (ssize_t)len) {
-                say("writing into %s: %s; recording stops here", R.dir,
-                    w < 0 ? strerror(errno) : "short write");
-                real()->close(R.fd);
-                R.fd = -1;
+            if (R.out_len + len > OUT_CAP)
+                flush_locked();
+            if (len > OUT_CAP) {
+                write_all(start, len);
+            } else {
+                memcpy(R.out + R.out_len, start, len);
+                R.out_len += len;
             }
             R.ended = strcmp(ev, "end") == 0;
+            if (R.ended || t - R.out_at >= FLUSH_NS)
+                flush_locked();
         }
         pthread_mutex_unlock(&R.lock);
     }
@@ -537,6 +587,7 @@ static void start_file(void)
 static void before_fork(void)
 {
     pthread_mutex_lock(&R.lock);
+    flush_locked();                 /* the child starts with no lines of the parent's */
 }
 
 static void after_fork_parent(void)
@@ -550,6 +601,7 @@ static void after_fork_child(void)
 {
     pthread_mutex_init(&R.lock, NULL);
     tl_tid = 0;
+    R.out_len = 0;
     if (R.fd >= 0)
         real()->close(R.fd);
     R.fd = -1;
@@ -571,6 +623,55 @@ __attribute__((constructor)) static void recorder_start(void)
         start_file();
     }
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+/* A process that leaves by _exit or replaces itself by exec writes no `end`, but its lines so
+ * far are on disk. (glibc's own exec variants reach execve internally, so each is wrapped.) */
+EXPORT void _exit(int status)
+{
+    void (*f)(int) = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+    flush_pending();
+    f(status);
+    __builtin_unreachable();
+}
+
+EXPORT void _Exit(int status)
+{
+    void (*f)(int) = (void (*)(int))dlsym(RTLD_NEXT, "_Exit");
+    flush_pending();
+    f(status);
+    __builtin_unreachable();
+}
+
+typedef int exec_fn(const char *, char *const[], char *const[]);
+typedef int execv_fn(const char *, char *const[]);
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+    exec_fn *f = (exec_fn *)dlsym(RTLD_NEXT, "execve");
+    flush_pending();
+    return f(path, argv, envp);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+    exec_fn *f = (exec_fn *)dlsym(RTLD_NEXT, "execvpe");
+    flush_pending();
+    return f(file, argv, envp);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+    execv_fn *f = (execv_fn *)dlsym(RTLD_NEXT, "execv");
+    flush_pending();
+    return f(path, argv);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+    execv_fn *f = (execv_fn *)dlsym(RTLD_NEXT, "execvp");
+    flush_pending();
+    return f(file, argv);
 }
 
 /* `end` is the last line: written as the library is unloaded at exit, after the program's own
@@ -778,6 +879,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 EXPORT ssize_t read(int fd, void *buf, size_t len)
 {
+    flush_pending();
     ssize_t r = real()->read(fd, buf, len);
     int e = errno;
     after_io1(fd, "in", buf, len, r, 0);
@@ -787,6 +889,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t len)
 
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 {
+    flush_pending();
     ssize_t r = real()->read_chk(fd, buf, len, buflen);
     int e = errno;
     after_io1(fd, "in", buf, len, r, 0);
@@ -796,6 +899,8 @@ EXPORT ssize_t __read_chk(int fd, void *buf, size_t len, size_t buflen)
 
 EXPORT ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
+    if (!(flags & MSG_DONTWAIT))
+        flush_pending();
     ssize_t r = real()->recv(fd, buf, len, flags);
     int e = errno;
     after_io1(fd, "in", buf, len, r, flags & MSG_PEEK);
@@ -815,6 +920,8 @@ EXPORT ssize_t __recv_chk(int fd, void *buf, size_t len, size_t buflen, int flag
 EXPORT ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                         socklen_t *fromlen)
 {
+    if (!(flags & MSG_DONTWAIT))
+        flush_pending();
     ssize_t r = real()->recvfrom(fd, buf, len, flags, from, fromlen);
     int e = errno;
     after_io1(fd, "in", buf, len, r, flags & MSG_PEEK);
@@ -834,6 +941,8 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t len, size_t buflen, int 
 
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
+    if (!(flags & MSG_DONTWAIT))
+        flush_pending();
     ssize_t r = real()->recvmsg(fd, msg, flags);
     int e = errno;
     if (msg)
@@ -845,6 +954,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
+    flush_pending();
     ssize_t r = real()->readv(fd, iov, cnt);
     int e = errno;
     size_t c = cnt < 0 ? 0 : (size_t)cnt;

@@ -312,3 +312,40 @@ def test_a_non_blocking_connect_is_written_as_opened_at_its_first_data(library, 
     assert first is conn and conn["peer"] != "?"
     (sent,) = [e for e in events if e["ev"] == "tcp" and e["fd"] == conn["fd"]]
     assert (sent["dir"], sent["data"]) == ("out", b"hi".hex())
+
+
+# a process that sends, then leaves by _exit (no `end`); one that sends, then blocks reading
+# until it is killed: the recorder writes its lines in batches, and each of these is a point
+# where the batch so far must already be on disk
+LEAVE = """
+import os, socket, sys
+a, b = socket.socket(), socket.socket()
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+a.connect(srv.getsockname()); b, _ = srv.accept()
+a.sendall(b"before")
+if sys.argv[1] == "exit":
+    os._exit(7)
+print("blocked", flush=True)
+a.recv(1)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_lines_batched_are_on_disk_when_the_process_leaves_without_an_end(library, tmp_path,
+                                                                          how):
+    argv = [PY, "-c", LEAVE, how]
+    if how == "exit":
+        res = rr.record_on_host([argv], tmp_path, timeout=60, library=library)
+        assert res.commands[0].returncode == 7
+        (f,) = res.files
+    else:
+        env = {**os.environ, **rr.recorder_env(library, tmp_path)}
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline() == "blocked\n"      # blocked in its read now
+        p.kill()
+        p.wait()
+        (f,) = rr.recordings(tmp_path)
+    events = _events(f)
+    assert not f.ended and events[-1]["ev"] != "end"
+    sent = [e for e in events if e["ev"] == "tcp" and e["dir"] == "out"]
+    assert bytes.fromhex(sent[0]["data"]) == b"before"
