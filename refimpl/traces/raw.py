@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verbspec.refimpl.traces.read import TraceInputError
+from verbspec.refimpl.traces.read import Event, TraceInputError
 
 FORMAT = 1
 # each event's keys beyond "ev" and "t"
@@ -44,16 +44,6 @@ _WR_KEYS = {"post_send": ("wr_id", "opcode", "flags", "signaled", "sge"),
 _WC_KEYS = ("wr_id", "status", "opcode", "byte_len", "qp_num")
 
 
-@dataclass(frozen=True)
-class RawEvent:
-    line: int               # 1-based line number in its file
-    ev: str
-    data: dict[str, Any]
-
-    def text(self) -> str:
-        return json.dumps(self.data, separators=(",", ":"))
-
-
 @dataclass
 class Recording:
     """One process's recording."""
@@ -62,10 +52,10 @@ class Recording:
     pid: int
     ppid: int
     argv: list[str]
-    events: list[RawEvent] = field(default_factory=list)     # after the process line
+    events: list[Event] = field(default_factory=list)     # after the process line
     ended: bool = False                                        # the last line is ``end``
 
-    def of(self, *evs: str) -> list[RawEvent]:
+    def of(self, *evs: str) -> list[Event]:
         return [e for e in self.events if e.ev in evs]
 
     @property
@@ -151,7 +141,7 @@ def read_recording(path: Path) -> Recording:
                 f"{path} line {n}: the program called {d['call']}, which the recorder cannot "
                 f"record ({d.get('detail', 'not through the verbs context operations')}): "
                 f"what it did is not in the recording, so it cannot be validated")
-        rec.events.append(RawEvent(n, d["ev"], d))
+        rec.events.append(Event(n, d["ev"], d))
         rec.ended = d["ev"] == "end"
     if rec is None:
         raise TraceInputError(f"{path}: empty: no process line")

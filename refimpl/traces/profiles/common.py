@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from verbspec.refimpl.traces.raw import RawEvent, Recording
+from verbspec.refimpl.traces.raw import Recording
 from verbspec.refimpl.traces.read import Event, RankTrace, TraceInputError
 from verbspec.refimpl.transport.side_channel import HEADER
 from verbspec.spec.gate.state import HEADER_MAGIC
@@ -40,7 +40,7 @@ class ProfileError(TraceInputError):
     rules: the message names the file, the line and the rule."""
 
 
-def at(rec: Recording, e: RawEvent | None, what: str) -> ProfileError:
+def at(rec: Recording, e: Event | None, what: str) -> ProfileError:
     where = f"line {e.line}" if e is not None else "end of recording"
     return ProfileError(f"{rec.path} {where}: {what}")
 
@@ -58,7 +58,7 @@ class Region:
         return lkey == self.lkey and self.addr <= addr and addr + length <= self.addr + self.length
 
 
-def locate(regions: list[Region], sge: list[list[int]], rec: Recording, e: RawEvent,
+def locate(regions: list[Region], sge: list[list[int]], rec: Recording, e: Event,
            wr_id: int) -> tuple[str | None, int | None, int]:
     """A work request's (region, offset, length): one scatter-gather entry inside one
     registration; none (a zero-length request) leaves region and offset unobserved."""
@@ -83,7 +83,7 @@ class Stream:
     data: bytearray = field(default_factory=bytearray)
     lines: list[int] = field(default_factory=list)
 
-    def add(self, e: RawEvent) -> None:
+    def add(self, e: Event) -> None:
         chunk = bytes.fromhex(e.data["data"])
         self.data += chunk
         self.lines += [e.line] * len(chunk)
@@ -139,7 +139,7 @@ def side_items(s: Stream, rec: Recording, start: int, framing: Framing | None = 
     return out
 
 
-def work_requests(regions: list[Region], rec: Recording, e: RawEvent, sends_from: str
+def work_requests(regions: list[Region], rec: Recording, e: Event, sends_from: str
                   ) -> list[list[Any]]:
     """A post's work requests as the device-trace form has them: [wr_id, region, offset,
     length] (and signaled, for a send); every send a SEND (``sends_from`` cites where)."""
@@ -160,8 +160,8 @@ def work_requests(regions: list[Region], rec: Recording, e: RawEvent, sends_from
 class Device:
     """The one queue pair (and its CQ) of a process that runs the gate protocol."""
 
-    qp: RawEvent
-    cq: RawEvent
+    qp: Event
+    cq: Event
     regions: list[Region]
     sends_from: str         # where the program posts its SENDs (cited when one is not)
 
@@ -172,7 +172,7 @@ class Device:
 
 def device_events(rec: Recording, dev: Device, items: tuple[list[tuple[int, dict[str, Any]]],
                                                           list[tuple[int, dict[str, Any]]]],
-                  end: int | None, select: Callable[[RawEvent], bool] | None = None,
+                  end: int | None, select: Callable[[Event], bool] | None = None,
                   program: str = "verbs_gate") -> list[Event]:
     """A rank's posts, polls and side-channel items (written, read), in the order it made them,
     as the device-trace events the validator reads; ``end`` the line of its ``end`` event (None:

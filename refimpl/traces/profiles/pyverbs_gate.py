@@ -30,7 +30,7 @@ from verbspec.refimpl.traces.profiles.common import (
     side_items,
 )
 from verbspec.refimpl.traces.profiles.tcp import Conn, connections, first_json, json_lines
-from verbspec.refimpl.traces.raw import RawEvent, Recording
+from verbspec.refimpl.traces.raw import Recording
 from verbspec.refimpl.traces.read import Event, RankTrace
 from verbspec.spec.gate.constants import BIG_POLL_BATCH, POLL_BATCH
 from verbspec.spec.gate.params import PARAMS, make_config
@@ -129,7 +129,7 @@ class _Rank:
         return self.dev.qpn
 
 
-def _gate_qp(rec: Recording) -> RawEvent:
+def _gate_qp(rec: Recording) -> Event:
     qps = [e for e in rec.of("create_qp") if e.data["qp_type"] == GATE_QP]
     failed = [e for e in qps if "errno" in e.data]
     if failed:
@@ -141,7 +141,7 @@ def _gate_qp(rec: Recording) -> RawEvent:
     return qps[0]
 
 
-def _gate_cq(rec: Recording, qp: RawEvent) -> RawEvent:
+def _gate_cq(rec: Recording, qp: Event) -> Event:
     if qp.data["send_cq"] != qp.data["recv_cq"]:
         raise at(rec, qp, f"the queue pair's send and receive CQs differ; the library's share "
                           f"one ({SETUP} 167-170)")
@@ -158,13 +158,13 @@ def _gate_cq(rec: Recording, qp: RawEvent) -> RawEvent:
     return cq
 
 
-def _alive(rec: Recording, ev: str, key: str, made: RawEvent, line: int) -> bool:
+def _alive(rec: Recording, ev: str, key: str, made: Event, line: int) -> bool:
     """Whether the object ``made`` created is not destroyed before ``line``."""
     return not any(made.line < e.line < line and e.data[key] == made.data[key]
                    for e in rec.of(ev))
 
 
-def _regions(rec: Recording, qp: RawEvent, announced: RawEvent) -> list[Region]:
+def _regions(rec: Recording, qp: Event, announced: Event) -> list[Region]:
     mrs = [e for e in rec.of("reg_mr") if qp.line < e.line < announced.line]
     if len(mrs) != len(REGIONS) or any("lkey" not in e.data for e in mrs):
         raise at(rec, mrs[-1] if mrs else qp,
@@ -306,7 +306,7 @@ def _select(rk: _Rank) -> Any:
     others_qp = {e.data["qp_num"] for e in rec.of("create_qp") if e is not qp and "qp" in e.data}
     others_cq = {e.data["cq"] for e in rec.of("create_cq") if e is not cq and "cq" in e.data}
 
-    def select(e: RawEvent) -> bool:
+    def select(e: Event) -> bool:
         if e.ev == "poll_cq":
             if e.data["cq"] == cq.data["cq"] and _alive(rec, "destroy_cq", "cq", cq, e.line) \
                     and e.line > cq.line:

@@ -9,19 +9,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verbspec.refimpl.traces.profiles.common import ProfileError, Stream, at
-from verbspec.refimpl.traces.raw import RawEvent, Recording
+from verbspec.refimpl.traces.raw import Recording
+from verbspec.refimpl.traces.read import Event
 
 
 @dataclass
 class Conn:
     """One TCP connection of a process: from its tcp_open to its tcp_close."""
 
-    opened: RawEvent
+    opened: Event
     fd: int
     out: Stream = field(default_factory=Stream)
     inn: Stream = field(default_factory=Stream)
-    shutdowns: list[RawEvent] = field(default_factory=list)
-    closed: RawEvent | None = None
+    shutdowns: list[Event] = field(default_factory=list)
+    closed: Event | None = None
 
 
 def connections(rec: Recording) -> list[Conn]:

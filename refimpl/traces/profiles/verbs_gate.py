@@ -21,7 +21,7 @@ from verbspec.refimpl.traces.profiles.common import (
     same_bytes,
     side_items,
 )
-from verbspec.refimpl.traces.raw import RawEvent, Recording
+from verbspec.refimpl.traces.raw import Recording
 from verbspec.refimpl.traces.read import Event, RankTrace
 from verbspec.spec.gate.params import PARAMS
 
@@ -91,8 +91,8 @@ class _Rank:
     """One rank's process, read as verbs_gate's."""
 
     rec: Recording
-    qp: RawEvent
-    cq: RawEvent
+    qp: Event
+    cq: Event
     regions: list[Region]
     fd: int
     out: Stream = field(default_factory=Stream)
@@ -104,7 +104,7 @@ class _Rank:
         return self.settings[0]
 
 
-def _one(rec: Recording, ev: str, what: str) -> RawEvent:
+def _one(rec: Recording, ev: str, what: str) -> Event:
     found = rec.of(ev)
     if len(found) != 1:
         raise at(rec, found[1] if found else None,
