@@ -13,6 +13,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -341,7 +342,14 @@ def test_lines_batched_are_on_disk_when_the_process_leaves_without_an_end(librar
     else:
         env = {**os.environ, **rr.recorder_env(library, tmp_path)}
         p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True)
-        assert p.stdout.readline() == "blocked\n"      # blocked in its read now
+        assert p.stdout.readline() == "blocked\n"      # about to block in its read
+        # the process writes nothing more and never exits by itself: only the flush before
+        # its read can put the line on disk
+        deadline = time.monotonic() + 20
+        while b"before".hex().encode() not in b"".join(
+                f.read_bytes() for f in tmp_path.glob("*.jsonl")):
+            assert time.monotonic() < deadline, "the batch never reached the disk"
+            time.sleep(0.05)
         p.kill()
         p.wait()
         (f,) = rr.recordings(tmp_path)
