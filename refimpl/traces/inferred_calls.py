@@ -99,14 +99,6 @@ class InferredCalls(GateValidator):
         else:
             self._explain(r, e)
 
-    def _explain(self, r: int, e: Event) -> None:
-        if e.ev == "poll":
-            self._poll(r, e)
-        elif e.ev == "post_read":
-            raise Violation(r, e, "the gate protocol posts no RDMA READ", self._allowed(r))
-        else:
-            self._visible(r, e)
-
     def _end(self, r: int, e: Event) -> None:
         """The rank's recording ends: its last call must have ended there (a rank that failed
         ends where it failed)."""

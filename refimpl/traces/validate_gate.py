@@ -415,7 +415,12 @@ class GateValidator:
             self._call(r, e)
         elif e.ev == "result":
             self._result(r, e)
-        elif e.ev == "poll":
+        else:
+            self._explain(r, e)
+
+    def _explain(self, r: int, e: Event) -> None:
+        """A post, a poll or a TCP item: the rank's own step that shows it."""
+        if e.ev == "poll":
             self._poll(r, e)
         elif e.ev == "post_read":
             raise Violation(r, e, "the gate protocol posts no RDMA READ", self._allowed(r))

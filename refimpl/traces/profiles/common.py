@@ -58,6 +58,21 @@ class Region:
         return lkey == self.lkey and self.addr <= addr and addr + length <= self.addr + self.length
 
 
+def registrations(rec: Recording, mrs: list[Event], names: tuple[str, ...], anchor: Event | None,
+                  count_why: str, access: int, access_why: str) -> list[Region]:
+    """The program's memory registrations, one per spec buffer of ``names`` in order, each
+    with the access the program gives them; refused, naming the line and the rule
+    (``count_why``, ``access_why``), where the recording has others."""
+    if len(mrs) != len(names) or any("lkey" not in e.data for e in mrs):
+        raise at(rec, mrs[-1] if mrs else anchor,
+                 f"{len(mrs)} memory registrations (or one failed){count_why}")
+    for e in mrs:
+        if e.data["access"] != access:
+            raise at(rec, e, f"registered with access {e.data['access']}; {access_why}")
+    return [Region(n, e.data["addr"], e.data["length"], e.data["lkey"])
+            for n, e in zip(names, mrs, strict=True)]
+
+
 def locate(regions: list[Region], sge: list[list[int]], rec: Recording, e: Event,
            wr_id: int) -> tuple[str | None, int | None, int]:
     """A work request's (region, offset, length): one scatter-gather entry inside one

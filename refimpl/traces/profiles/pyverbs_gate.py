@@ -26,6 +26,7 @@ from verbspec.refimpl.traces.profiles.common import (
     at,
     device_events,
     le,
+    registrations,
     same_bytes,
     side_items,
 )
@@ -166,17 +167,11 @@ def _alive(rec: Recording, ev: str, key: str, made: Event, line: int) -> bool:
 
 def _regions(rec: Recording, qp: Event, announced: Event) -> list[Region]:
     mrs = [e for e in rec.of("reg_mr") if qp.line < e.line < announced.line]
-    if len(mrs) != len(REGIONS) or any("lkey" not in e.data for e in mrs):
-        raise at(rec, mrs[-1] if mrs else qp,
-                 f"{len(mrs)} memory registrations (or one failed) between the queue pair and "
-                 f"its announcement; the library registers {len(REGIONS)}: "
-                 f"{', '.join(REGIONS)} ({LIB} 102-108; {DEV} 104-105)")
-    for e in mrs:
-        if e.data["access"] != ACCESS_LOCAL_WRITE:
-            raise at(rec, e, f"registered with access {e.data['access']}; a UC device's "
-                             f"regions are LOCAL_WRITE only ({DEV} 100-103)")
-    return [Region(n, e.data["addr"], e.data["length"], e.data["lkey"])
-            for n, e in zip(REGIONS, mrs, strict=True)]
+    return registrations(
+        rec, mrs, REGIONS, qp,
+        f" between the queue pair and its announcement; the library registers "
+        f"{len(REGIONS)}: {', '.join(REGIONS)} ({LIB} 102-108; {DEV} 104-105)",
+        ACCESS_LOCAL_WRITE, f"a UC device's regions are LOCAL_WRITE only ({DEV} 100-103)")
 
 
 def _rank_of(rec: Recording) -> _Rank:

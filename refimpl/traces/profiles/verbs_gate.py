@@ -18,6 +18,7 @@ from verbspec.refimpl.traces.profiles.common import (
     at,
     device_events,
     le,
+    registrations,
     same_bytes,
     side_items,
 )
@@ -123,17 +124,10 @@ def _rank_of(rec: Recording) -> _Rank:
                           f"({SRC} 765-767)")
     if not qp.data["send_cq"] == qp.data["recv_cq"] == cq.data["cq"]:
         raise at(rec, qp, "the queue pair's send and receive CQs are not its one CQ")
-    mrs = [e for e in rec.of("reg_mr")]
-    if len(mrs) != len(REGIONS) or any("lkey" not in e.data for e in mrs):
-        raise at(rec, mrs[-1] if mrs else None,
-                 f"{len(mrs)} memory registrations (or one failed); verbs_gate registers "
-                 f"{len(REGIONS)}: {', '.join(REGIONS)} ({SRC} 769-772)")
-    for e in mrs:
-        if e.data["access"] != ACCESS_LOCAL_WRITE:
-            raise at(rec, e, f"registered with access {e.data['access']}; verbs_gate's "
-                             f"regions are LOCAL_WRITE only ({SRC} 770)")
-    regions = [Region(n, e.data["addr"], e.data["length"], e.data["lkey"])
-               for n, e in zip(REGIONS, mrs, strict=True)]
+    regions = registrations(
+        rec, rec.of("reg_mr"), REGIONS, None,
+        f"; verbs_gate registers {len(REGIONS)}: {', '.join(REGIONS)} ({SRC} 769-772)",
+        ACCESS_LOCAL_WRITE, f"verbs_gate's regions are LOCAL_WRITE only ({SRC} 770)")
     fds = sorted({e.data["fd"] for e in rec.of("tcp")})
     if len(fds) != 1:
         raise at(rec, None, f"bytes on {len(fds)} TCP connections; verbs_gate has one")
