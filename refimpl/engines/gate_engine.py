@@ -11,9 +11,13 @@ offset, length, signaled), TCP items to write, the result of the call (ds4's err
 watermark, window flag, outstanding sends, error), which is what the conformance harness
 compares after every step.
 
-It is written from the protocol, not from the spec's code: it imports only the configuration
-(parameters and their derived sizes), the wire constants, the phase names and ds4's error
-formats (tests/conformance/test_conformance.py enforces that).
+It is written from the protocol, not from the spec's code. What it shares with the spec is
+vocabulary: the configuration's parameters (read as values, never through the spec's methods),
+the wire constants, the phase names and ds4's error formats. What the protocol derives from the
+parameters (a vector's chunks and their lengths, the slot of a gate, a big-gate window and its
+send depth, a verify-block layer's work requests) it computes itself (``Geometry``), so that
+lockstep conformance holds the spec's reading of the protocol against a second one rather than
+against itself (tests/layout/test_layers.py enforces that).
 """
 
 from __future__ import annotations
@@ -141,10 +145,62 @@ class BeforePost:
     block_active: bool
 
 
-def big_room(c: GateConfig, win: int, sent: int, done: int) -> int:
-    """A big-gate window's next sub-batch: at most chain_max, the window's sends left, and
-    what keeps its sends in flight (sent - completed) under the send depth."""
-    return min(c.chain_max, win - sent, c.big_send_depth() - (sent - done))
+@dataclass(frozen=True)
+class Geometry:
+    """What the protocol derives from a rank's parameters, computed here from docs/gate.md (ds4's
+    tp_gate_slot and its chunking), not taken from the spec."""
+
+    cfg: GateConfig
+
+    @property
+    def chunks(self) -> int:
+        """Messages one vector rides as: the message cap cuts it (ds4 allows two at most)."""
+        c = self.cfg
+        return (c.vec_bytes + c.max_msg - 1) // c.max_msg
+
+    def chunk_bytes(self, k: int) -> int:
+        """Bytes of a vector's chunk k: a whole message, but for the last, which holds what the
+        whole messages before it leave."""
+        c = self.cfg
+        last = self.chunks - 1
+        return c.vec_bytes - last * c.max_msg if k == last else c.max_msg
+
+    def slot(self, seq: int) -> int:
+        """The in-slot (and out-slot) of gate ``seq``. Gates count from 1; with no gates per
+        token the slab is cycled through; else the gate's ordinal in its token picks the slot:
+        the mask's ordinal-th set bit (lowest first), or start + ordinal * step."""
+        c = self.cfg
+        if not c.gates_per_token:
+            return (seq - 1) % c.n_slots
+        ordinal = (seq - 1) % c.gates_per_token
+        if not c.slot_mask:
+            return c.slot_start + ordinal * c.slot_step
+        mask = c.slot_mask
+        for _ in range(ordinal):
+            mask &= mask - 1            # drop the lowest set bit
+        return (mask & -mask).bit_length() - 1
+
+    def big_window(self, depth: int) -> int:
+        """A big-gate window for a receive depth: no deeper than big_depth or than the staging
+        area holds messages, and at least one chunk."""
+        c = self.cfg
+        held = c.staging_bytes // c.max_msg
+        return max(1, min(depth, c.big_depth, held))
+
+    @property
+    def big_send_depth(self) -> int:
+        """Sends a big-gate window keeps in flight at most: the send queue, or big_depth."""
+        return min(self.cfg.sq_depth, self.cfg.big_depth)
+
+    def big_room(self, win: int, sent: int, done: int) -> int:
+        """A big-gate window's next sub-batch: at most chain_max, the window's sends left, and
+        what keeps its sends in flight (sent - completed) under the send depth."""
+        return min(self.cfg.chain_max, win - sent, self.big_send_depth - (sent - done))
+
+    @property
+    def block_wrs(self) -> int:
+        """Work requests of one verify-block layer, posted as one chain: each row's chunks."""
+        return self.cfg.block_rows * self.chunks
 
 
 @dataclass
@@ -180,9 +236,12 @@ class GateEngine:
     block_recv_done: int = 0
     # the engine as it was before its last step that posted, for a post that then failed
     before_post: BeforePost | None = field(default=None, repr=False, compare=False)
+    # what the protocol derives from the parameters, as this engine computes it
+    geo: Geometry = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.grant = self.grant or self.cfg.rq_depth
+        self.geo = Geometry(self.cfg)
 
     def copy(self) -> GateEngine:
         """An engine that goes on from here as this one would, sharing nothing that a step
@@ -192,8 +251,8 @@ class GateEngine:
     def __deepcopy__(self, memo: dict[int, Any]) -> GateEngine:
         """A copy of the engine's state alone: of its fields only the big-gate window's
         receive set changes in place, so it alone is copied, and the rest (numbers, texts,
-        flags, the configuration, ``before_post``: all immutable) shared; what a subclass
-        keeps of its own is deep-copied."""
+        flags, the configuration and its geometry, ``before_post``: all immutable) shared;
+        what a subclass keeps of its own is deep-copied."""
         new = memo[id(self)] = object.__new__(type(self))
         state = new.__dict__
         state.update(self.__dict__)
@@ -233,7 +292,7 @@ class GateEngine:
 
     @property
     def chunks(self) -> int:
-        return self.cfg.chunks
+        return self.geo.chunks
 
     def _need(self, *phases: str) -> None:
         if self.phase not in phases:
@@ -251,9 +310,9 @@ class GateEngine:
     def _gate_chain(self, buf: str, seq: int, last_only_tagged: bool) -> tuple[WorkRequest, ...]:
         """One WR per chunk of gate ``seq``'s vector; a receive chain tags only its last chunk
         with the seq, so the watermark moves when the slot is whole."""
-        c, last = self.cfg, self.chunks - 1
+        g, last = self.geo, self.chunks - 1
         return tuple(self._wr(seq if (k == last or not last_only_tagged) else 0, buf,
-                              c.slot(seq), k * c.max_msg, c.chunk_len(k))
+                              g.slot(seq), k * self.cfg.max_msg, g.chunk_bytes(k))
                      for k in range(self.chunks))
 
     # ------------------------------------------------------------------ application calls
@@ -275,7 +334,7 @@ class GateEngine:
     def call_gate(self, layer: int, gate: int, seq: int) -> Emitted:
         """gate(layer, gate, seq): checked before anything is posted."""
         self._need(IDLE)
-        if layer * 2 + gate != self.cfg.slot(seq):
+        if layer * 2 + gate != self.geo.slot(seq):
             return self._fail(errors.GATE_ORDER(layer=layer, gate=gate, seq=seq))
         if seq != self.last_gate_seq + 1:
             return self._fail(errors.GATE_SEQ_ORDER(seq=seq, last=self.last_gate_seq))
@@ -372,14 +431,14 @@ class GateEngine:
         return Emitted(tcp_out=(TcpItem("header", self.big_no, self.big_chunks, self.grant),))
 
     def _big_room(self) -> int:
-        return big_room(self.cfg, self.big_win, self.big_sent, self.big_send_done)
+        return self.geo.big_room(self.big_win, self.big_sent, self.big_send_done)
 
     def _post_dummies(self) -> Emitted:
         # one dummy per armed receive, each as long as the chunk it stands for (dummy i:
         # chunk i mod chunks), read from the staging scratch at that chunk's offset
-        c, n = self.cfg, self.cfg.window * self.chunks
+        n = self.cfg.window * self.chunks
         sends = tuple(self._wr(TAG_BULK | (i + 1), "stage", i % self.chunks, 0,
-                               c.chunk_len(i % self.chunks)) for i in range(n))
+                               self.geo.chunk_bytes(i % self.chunks)) for i in range(n))
         self.drain_recvs = self.drain_sends = 0
         self.phase = DRAIN_WAIT
         return Emitted(sends=sends)
@@ -477,7 +536,7 @@ class GateEngine:
                                                   got_seq=got[2], layer=want[0],
                                                   rows=want[1], seq=want[2]))
         # no depth in the header: each rank windows by its own
-        self.big_depth = self.cfg.big_window(self.grant)
+        self.big_depth = self.geo.big_window(self.grant)
         self.phase = DRAIN_POST if self.window_active else BIG_BEGIN
         return Emitted()
 
@@ -497,14 +556,15 @@ class GateEngine:
             tag = TAG_BLOCK | (row + 1) if receive else TAG_BLOCK | 1
             for k in range(self.chunks):
                 wr_id = tag if k == last or not receive else 0
-                out.append(self._wr(wr_id, region, row, k * c.max_msg, c.chunk_len(k)))
+                out.append(self._wr(wr_id, region, row, k * c.max_msg,
+                                    self.geo.chunk_bytes(k)))
         return tuple(out)
 
     def _post_layer(self, layer: int) -> tuple[tuple[WorkRequest, ...], str]:
         """A layer's receives, or, when they outnumber the receive depth, none and ds4's
         silent failure."""
-        if self.cfg.block_wrs > self.grant:
-            return (), errors.BLOCK_RECV_DEPTH(layer=layer, wrs=self.cfg.block_wrs,
+        if self.geo.block_wrs > self.grant:
+            return (), errors.BLOCK_RECV_DEPTH(layer=layer, wrs=self.geo.block_wrs,
                                                depth=self.grant)
         self.block_posted = layer + 1
         return self._block_rows("blk", layer, receive=True), ""
@@ -529,9 +589,10 @@ class GateEngine:
             recvs, failure = self._post_layer(layer + 1)
             if failure:
                 return self._fail(failure)
-        if c.block_wrs > self.grant // 2 or c.block_wrs > c.sq_depth:
+        wrs = self.geo.block_wrs
+        if wrs > self.grant // 2 or wrs > c.sq_depth:
             self.phase, self.error = FAILED, errors.BLOCK_SEND_DEPTH(
-                layer=layer, wrs=c.block_wrs, half=self.grant // 2, sq_depth=c.sq_depth)
+                layer=layer, wrs=wrs, half=self.grant // 2, sq_depth=c.sq_depth)
             return Emitted(recvs=recvs, result=self.error)
         sends = self._block_rows("bout", layer, receive=False)
         self.send_outstanding += len(sends)
@@ -613,7 +674,7 @@ class GateEngine:
         if item.chunks != self.big_chunks:
             return self._fail(errors.BIG_SIZE_MISMATCH(big=self.big_no, chunks=self.big_chunks,
                                                        peer_chunks=item.chunks))
-        self.big_depth = self.cfg.big_window(min(self.grant, item.depth))
+        self.big_depth = self.geo.big_window(min(self.grant, item.depth))
         self.phase = DRAIN_POST if self.window_active else BIG_BEGIN
         return Emitted()
 
@@ -761,11 +822,11 @@ class GateEngine:
             return errors.BIG_POST_RECV(first=b.big_posted, chunks=b.big_win, reason=reason)
         if b.phase == BIG_XFER:
             # completions are not reaped by a post: big_send_done is as it was before it
-            room = big_room(c, b.big_win, b.big_sent, self.big_send_done)
+            room = self.geo.big_room(b.big_win, b.big_sent, self.big_send_done)
             return errors.BIG_POST_SEND(wrs=room, reason=reason)
         if b.phase == BLOCK_POST:
             return errors.BLOCK_POST_RECV(layer=0, reason=reason)
-        ahead = c.block_wrs if b.block_layer + 1 < c.block_layers else 0
+        ahead = self.geo.block_wrs if b.block_layer + 1 < c.block_layers else 0
         if posted < ahead:
             return errors.BLOCK_POST_RECV(layer=b.block_layer + 1, reason=reason)
         return errors.BLOCK_POST_SEND(layer=b.block_layer, reason=reason)

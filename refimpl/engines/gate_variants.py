@@ -86,7 +86,7 @@ class DepthMismatch(GateEngine):
     def _read_header(self, item) -> Emitted:
         out = super()._read_header(item)
         if not out.result:
-            self.big_depth = self.cfg.big_window(self.grant)
+            self.big_depth = self.geo.big_window(self.grant)
         return out
 
 

@@ -4,7 +4,7 @@ declares the fields it reports and the configurations it can express, each limit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 from verbspec.refimpl.engines.tagmatch_engine import Emitted
 from verbspec.spec.tagmatch.state import Params
@@ -45,8 +45,9 @@ class Observes:
 
     def declines(self, params: Params) -> str | None:
         """Why the implementation cannot run a configuration, or None."""
+        values = asdict(params)     # the parameters by name, and nothing else of the spec's
         for lim in self.limits:
-            value = getattr(params, lim.param)
+            value = values[lim.param]
             if value > lim.most:
                 return f"{lim.param}={value} (at most {lim.most}): {lim.why}"
         return None

@@ -20,8 +20,11 @@ receive that can select it, and a new receive takes the head of the one its enve
 A match or cancel marks an entry dead; the dead are dropped as they reach a head, so every
 operation is amortised O(1) whatever the mix of wildcards.
 
-It is written from the protocol, not from the spec's code: it imports only the configuration
-and constants (tests/conformance/test_conformance_tagmatch.py enforces that).
+It is written from the protocol, not from the spec's code: what it shares with the spec is
+vocabulary (the parameters, read as values, and the status, stage and location constants);
+matching, the rendezvous and the offload's shadow are its own, so lockstep conformance holds
+the spec's reading of them against a second one (tests/layout/test_layers.py and
+tests/conformance/test_conformance_tagmatch.py enforce that).
 """
 
 from __future__ import annotations
