@@ -66,10 +66,13 @@ class InferredCalls(GateValidator):
     def workload(ranks: tuple[RankTrace, RankTrace]) -> tuple[int, bool, bool]:
         """At most one call per recorded event (each call shows at least one), big gates when
         a rank wrote a header on the side channel (a big gate's, or a drain's), and verify
-        blocks when a rank wrote a verify-block or batch header."""
+        blocks when a rank wrote a verify-block or batch header, or when the profile found
+        them otherwise (a program whose verify block has no header of its own)."""
         calls = max(len(t.events) for t in ranks)
         written = {e.data["kind"] for t in ranks for e in t.events if e.ev == "tcp_write"}
-        return max(1, calls), "header" in written, bool(written & {"block", "batch"})
+        blocks = bool(written & {"block", "batch"}) or any(t.config.get("verify_blocks")
+                                                           for t in ranks)
+        return max(1, calls), "header" in written, blocks
 
     @staticmethod
     def big_sizes(ranks: tuple[RankTrace, RankTrace]) -> frozenset[int]:

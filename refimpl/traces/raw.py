@@ -6,6 +6,7 @@ what it did is not in it."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,9 +113,15 @@ def _check(d: Any) -> str | None:
 
 
 def read_recording(path: Path) -> Recording:
+    """One process's recording, from its ``.jsonl`` file (or that file gzipped, as a
+    recording kept for later is)."""
     try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rt") as f:
+                lines = f.read().splitlines()
+        else:
+            lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
         raise TraceInputError(f"{path}: cannot read it: {e}") from None
     rec: Recording | None = None
     for n, text in enumerate(lines, 1):
@@ -149,13 +156,14 @@ def read_recording(path: Path) -> Recording:
 
 
 def read_recordings(paths: list[Path]) -> list[Recording]:
-    """Every process's recording: from files, or from directories holding ``*.jsonl``."""
+    """Every process's recording: from files, or from directories holding ``*.jsonl`` (or
+    ``*.jsonl.gz``)."""
     files: list[Path] = []
     for p in paths:
         if not p.exists():
             raise TraceInputError(f"{p}: no such file or directory")
-        found = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+        found = sorted([*p.glob("*.jsonl"), *p.glob("*.jsonl.gz")]) if p.is_dir() else [p]
         if not found:
-            raise TraceInputError(f"{p}: no recordings (*.jsonl) in it")
+            raise TraceInputError(f"{p}: no recordings (*.jsonl, *.jsonl.gz) in it")
         files += found
     return [read_recording(f) for f in files]

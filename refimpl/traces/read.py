@@ -38,6 +38,9 @@ class RankTrace:
     config: dict[str, Any]
     events: list[Event] = field(default_factory=list)   # after begin
     ended: bool = False                                   # the last line is ``end``
+    # the spec's variants the run is held to (a raw recording's profile names them: the
+    # program as written where the spec is stricter); a device trace's are none
+    variants: tuple[str, ...] = ()
 
 
 def _is_int(v: Any) -> bool:

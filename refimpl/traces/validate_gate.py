@@ -271,7 +271,7 @@ class GateValidator:
         self.seen: dict[str, list[Any]] = {}    # phase -> own steps found enabled in it
         self.cq_counts: list[tuple[Any, Counter[str]]] = [((), Counter()), ((), Counter())]
         self.cfg = spec_config(ranks, *self.workload(ranks), sizes=self.big_sizes(ranks))
-        self.system = GateSystem(self.cfg)
+        self.system = GateSystem(self.cfg, ranks[0].variants)
         self.spec = self.system.spec
         self.table = {a.name: a for a in self.system.actions}
         self.own = [a for a in self.system.actions

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from verbspec.refimpl.traces.profiles import pyverbs_gate, verbs_gate
+from verbspec.refimpl.traces.profiles import ds4_v14_linux, pyverbs_gate, verbs_gate
 from verbspec.refimpl.traces.profiles.common import Profile, ProfileError
 from verbspec.refimpl.traces.raw import read_recordings
 from verbspec.refimpl.traces.read import RankTrace
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (verbs_gate.PROFILE,
-                                                    pyverbs_gate.PROFILE)}
+                                                    pyverbs_gate.PROFILE,
+                                                    ds4_v14_linux.PROFILE)}
 
 
 def profile(name: str) -> Profile:

@@ -154,13 +154,22 @@ def side_items(s: Stream, rec: Recording, start: int, framing: Framing | None = 
     return out
 
 
-def work_requests(regions: list[Region], rec: Recording, e: Event, sends_from: str
-                  ) -> list[list[Any]]:
+# where a work request goes in the spec, for a program whose registrations alone do not say
+# (one registration holding several of the spec's buffers): (recording, post, work request)
+# -> (region, offset, length)
+Placement = Callable[[Recording, Event, dict[str, Any]], tuple[str | None, int | None, int]]
+
+
+def work_requests(regions: list[Region], rec: Recording, e: Event, sends_from: str,
+                  place: Placement | None = None) -> list[list[Any]]:
     """A post's work requests as the device-trace form has them: [wr_id, region, offset,
-    length] (and signaled, for a send); every send a SEND (``sends_from`` cites where)."""
+    length] (and signaled, for a send); every send a SEND (``sends_from`` cites where). The
+    region and offset are the registration's that holds the request's one SGE, or what
+    ``place`` says."""
     out: list[list[Any]] = []
     for w in e.data["wrs"]:
-        region, offset, length = locate(regions, w["sge"], rec, e, w["wr_id"])
+        region, offset, length = (place(rec, e, w) if place is not None
+                                  else locate(regions, w["sge"], rec, e, w["wr_id"]))
         wr: list[Any] = [w["wr_id"], region, offset, length]
         if e.ev == "post_send":
             if w["opcode"] != "SEND":
@@ -179,6 +188,7 @@ class Device:
     cq: Event
     regions: list[Region]
     sends_from: str         # where the program posts its SENDs (cited when one is not)
+    place: Placement | None = None      # where a work request goes, when regions do not say
 
     @property
     def qpn(self) -> int:
@@ -213,7 +223,8 @@ def device_events(rec: Recording, dev: Device, items: tuple[list[tuple[int, dict
                      c["status"], c["byte_len"]] for c in e.data["wcs"]]
             data = {"ev": "poll", "max": e.data["max"], "cqes": cqes}
         else:
-            data = {"ev": e.ev, "wrs": work_requests(dev.regions, rec, e, dev.sends_from)}
+            data = {"ev": e.ev, "wrs": work_requests(dev.regions, rec, e, dev.sends_from,
+                                                       dev.place)}
         found.append((e.line, 0, Event(e.line, data["ev"], data)))
     for ev, its in zip(("tcp_write", "tcp_read"), items, strict=True):
         for k, (line, item) in enumerate(its):
