@@ -35,6 +35,7 @@ from verbspec.refimpl.cli.inputs import (
     split_params,
 )
 from verbspec.refimpl.cli.registry import Command, Parser
+from verbspec.refimpl.conformance import engines_agree
 from verbspec.refimpl.progress import Progress
 from verbspec.spec import protocols
 from verbspec.spec.params import ParamError, Profile, check_variants, parse_assignments
@@ -49,8 +50,10 @@ def _budget_help(name: str) -> str:
 def arguments(c: Parser) -> None:
     c.add_argument("--protocol", choices=(*PROTOCOLS, "all"), default="all",
                    help="which protocol to check")
-    c.add_argument("--method", choices=(*METHODS, "all"), default="all",
-                   help="all: every method that can decide the configuration")
+    c.add_argument("--method", choices=(*METHODS, engines_agree.METHOD, "all"), default="all",
+                   help="all: every method that can decide the configuration, then conform: "
+                        "a short lockstep run of the spec against the C and the Python "
+                        "engines, which read the protocol apart from it")
     c.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter (repeatable; see 'verbspec params')")
     c.add_argument("--variant", action="append", default=[], metavar="NAME",
@@ -166,10 +169,23 @@ def cmd_check(args: argparse.Namespace) -> int:
         beside = ({} if args.thorough or args.method != "all" else
                   {k: v for k, v in BESIDE_A_PROOF.items() if k not in budgets})
         with shared_fixpoints():
-            run = _run_checks(args.method, chosen, values, variants, opts, progress, beside)
+            run = (([], []) if args.method == engines_agree.METHOD else
+                    _run_checks(args.method, chosen, values, variants, opts, progress,
+                                beside))
         if run is None:
             return EXIT_INPUT
         results, skipped = run
+        if args.method in ("all", engines_agree.METHOD):
+            # each protocol's rows, then its engines' agreement with its spec
+            agree: dict[str, list[Result]] = {}
+            for p in chosen:
+                progress.start(f"{p}: conform (the spec against its engines)")
+                agree[p], left = engines_agree.engine_rows(p, values[p], variants[p],
+                                                           args.trace_dir, progress.note)
+                skipped = skipped + left
+                progress.done()
+            results = [r for p in chosen
+                       for r in [x for x in results if x.protocol == p] + agree[p]]
         code = exit_code(results)
         progress.summary(results, code)
     try:
@@ -249,10 +265,14 @@ def _run_checks(method_arg: str, chosen: Sequence[str], values: dict[str, dict[s
 
 def _not_run(skipped: list[dict[str, str]], values: dict[str, dict[str, Any]],
              variants: dict[str, tuple[str, ...]]) -> list[NotRun]:
-    """The skipped methods as one entry per invariant, for the JUnit report."""
+    """The skipped methods as one entry per invariant (or per row a skip names: an engine's),
+    for the JUnit report."""
     out = []
     for s in skipped:
         p = s["protocol"]
+        if "invariant" in s:
+            out.append(NotRun(p, s["method"], s["invariant"], s["reason"]))
+            continue
         system = protocols.load(p).build(values[p], variants[p])
         out += [NotRun(p, s["method"], inv.name, s["reason"]) for inv in system.invariants]
     return out

@@ -50,7 +50,13 @@ def recorded(monkeypatch):
         def stop(self):
             calls.append((self.protocol, "stopped", None, True))
 
+    def agree(protocol, values, variants, trace_dir, progress=None):
+        calls.append((protocol, "conform", None, False))
+        return [Result("refimpl_engine_agrees", protocol, "conform", "held", "test bound",
+                       0.0)], []
+
     monkeypatch.setattr(cli, "run_method", run)
+    monkeypatch.setattr(cli.engines_agree, "engine_rows", agree)
     monkeypatch.setattr(cli, "ProverApart", Apart)
     monkeypatch.setattr(cli, "default_workers", lambda: 2)
     return calls
@@ -70,10 +76,12 @@ def test_the_main_job_sizes_the_bounded_checks_beside_a_proof(recorded, tmp_path
     assert [(p, m, apart) for p, m, _, apart in recorded] == [
         ("gate", "prove", True), ("gate", "explore", False), ("gate", "bmc", False),
         ("tagmatch", "explore", False), ("tagmatch", "bmc", False),
-        ("tagmatch", "prove", False), ("gate", "stopped", True)]
+        ("tagmatch", "prove", False), ("gate", "stopped", True), ("gate", "conform", False),
+        ("tagmatch", "conform", False)]
     rows = json.loads(capsys.readouterr().out)["results"]
     order = list(dict.fromkeys((r["protocol"], r["method"]) for r in rows))
-    assert order == [(p, m) for p in ("gate", "tagmatch") for m in ("explore", "bmc", "prove")]
+    assert order == [(p, m) for p in ("gate", "tagmatch")
+                     for m in ("explore", "bmc", "prove", "conform")]
 
 
 @pytest.mark.parametrize("argv, gate_explore, gate_bmc", [
@@ -104,7 +112,7 @@ def test_without_a_proof_the_bounded_checks_keep_the_full_budgets(recorded, tmp_
                  "--trace-dir", str(tmp_path)]) == 0
     assert _budgets(recorded, "gate", "explore")["examples"] == DEFAULTS.examples
     assert _budgets(recorded, "gate", "bmc")["walks"] == DEFAULTS.walks
-    assert [m for _, m, _, _ in recorded] == ["explore", "bmc"]
+    assert [m for _, m, _, _ in recorded] == ["explore", "bmc", "conform"]
 
 
 def test_a_prover_apart_is_stopped_when_a_check_beside_it_fails(recorded, monkeypatch,
@@ -123,7 +131,7 @@ def test_one_core_proves_in_turn(recorded, monkeypatch, tmp_path):
     assert main(["check", "--quiet", "--json", "--protocol", "gate", "--trace-dir",
                  str(tmp_path)]) == 0
     assert [(m, apart) for _, m, _, apart in recorded] == [
-        ("explore", False), ("bmc", False), ("prove", False)]
+        ("explore", False), ("bmc", False), ("prove", False), ("conform", False)]
 
 
 def test_a_prover_apart_gives_what_it_gives_here_and_relays_its_notes(tmp_path):
