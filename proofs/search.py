@@ -8,6 +8,7 @@ of interleavings. The search reports whether the bound was exhausted or a state 
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,9 +20,6 @@ from verbspec.spec.lts import (
     System,
     Trace,
     TraceStep,
-    check_state,
-    check_step,
-    enabled_moves,
     start_trace,
 )
 
@@ -58,56 +56,99 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
     of each search node (a state reached with fewer faults is a different node), so the first
     violation found is a shortest run with at most n faults. The result's ``fault_level`` says
     from which depth the runs within the limit stop being all the runs (None: never within
-    the levels expanded)."""
+    the levels expanded).
+
+    The nodes are numbered in the order they are reached: node i is ``states[i]`` (with
+    ``spent[i]`` fault actions under a limit), reached from node ``via[i]`` by action
+    ``acts[i]`` with arguments ``args[i]``; ``index`` maps a node's key (its state, or its
+    state and fault count) to its number. Observations are not kept: a trace's are computed
+    again, by applying its actions once more, when a violation's trace is rebuilt."""
     t0 = time.perf_counter()
     limit = 0 if not faults else max_faults
     root = start_trace(system, variants)
-    init = _Key(root.steps[0].state)
-    # parent links rebuild the shortest trace once a violation is found
-    parent: dict[_Key, tuple[_Key, str, tuple, Any] | None] = {init: None}
-    frontier = [init]
+    actions = tuple(enumerate(system.actions))
+    step_checks = tuple((inv.name, inv.check) for inv in system.invariants
+                        if inv.over == "step")
+    state_checks = tuple((inv.name, inv.check) for inv in system.invariants
+                         if inv.over == "state")
+    init = root.steps[0].state
+    states: list[Any] = [init]
+    spent_of = array("l", [0])
+    via = array("l", [-1])
+    acts = array("l", [-1])
+    args_of: list[tuple] = [()]
+    index: dict[Any, int] = {init if limit is None else (init, 0): 0}
+    frontier = [0]
     transitions = 0
     level = 0
     fault_actions = () if limit is None else tuple(a for a in system.actions if a.fault)
     fault_level: int | None = None
+
+    def result(depth: int, exhausted: bool, cut: bool,
+               violation: InvariantViolation | None = None) -> SearchResult:
+        return SearchResult(depth, len(states), transitions, exhausted, cut,
+                            time.perf_counter() - t0, violation, fault_level)
+
     while frontier and level < depth:
         nxt = []
-        for pk in frontier:
-            pre = pk.state
-            spent = limit is not None and pk.faults >= limit
+        for node in frontier:
+            pre = states[node]
+            pf = spent_of[node]
+            spent = limit is not None and pf >= limit
             if (fault_level is None and spent
                     and any(a.is_enabled(pre) for a in fault_actions)):
                 fault_level = level
-            for act, args in enabled_moves(system, pre, faults=not spent):
-                post, obs = act.apply(pre, *args)
-                transitions += 1
-                key = _Key(post, pk.faults + 1 if act.fault and limit else pk.faults)
-                seen = key in parent
-                bad = check_step(system, pre, act.name, args, post, obs)
-                if bad is None and not seen:
-                    bad = check_state(system, post)
-                if bad is not None and target is not None and bad[0] != target:
-                    parent.setdefault(key, (pk, act.name, args, obs))
+            for ai, act in actions:
+                if spent and act.fault:
                     continue
-                if bad is not None:
-                    parent.setdefault(key, (pk, act.name, args, obs))
-                    trace = _rebuild(system, parent, key, act.name, args, obs, pk, variants)
+                for args in act.enabled(pre):
+                    post, obs = act.apply(pre, *args)
+                    transitions += 1
+                    if limit is None:
+                        key: Any = post
+                        f = 0
+                    else:
+                        f = pf + 1 if act.fault and limit else pf
+                        key = (post, f)
+                    n = len(states)
+                    seen = index.setdefault(key, n) != n
+                    if not seen:
+                        states.append(post)
+                        spent_of.append(f)
+                        via.append(node)
+                        acts.append(ai)
+                        args_of.append(args)
+                    bad = None
+                    for name, check in step_checks:
+                        msg = check(pre, act.name, args, post, obs)
+                        if msg is not None:
+                            bad = name, msg
+                            break
+                    if bad is None and not seen:
+                        for name, check in state_checks:
+                            msg = check(post)
+                            if msg is not None:
+                                bad = name, msg
+                                break
+                    if bad is None:
+                        if not seen:
+                            nxt.append(n)
+                            if n + 1 >= max_states:
+                                return result(level, False, True)
+                        continue
+                    if target is not None and bad[0] != target:
+                        continue
+                    trace = _rebuild(system, states, via, acts, args_of, node, variants)
+                    trace.steps.append(TraceStep(
+                        act.name, dict(zip(act.params, args, strict=True)), post, obs))
                     trace.violation, trace.message = bad
-                    return SearchResult(level + 1, len(parent), transitions, False, False,
-                                        time.perf_counter() - t0,
-                                        InvariantViolation(bad[0], bad[1], trace), fault_level)
-                if not seen:
-                    parent[key] = (pk, act.name, args, obs)
-                    nxt.append(key)
-                    if len(parent) >= max_states:
-                        return SearchResult(level, len(parent), transitions, False, True,
-                                            time.perf_counter() - t0, None, fault_level)
+                    return result(level + 1, False, False,
+                                  InvariantViolation(bad[0], bad[1], trace))
         frontier = nxt
         level += 1
         if progress:
-            progress(level, len(parent))
-    done = SearchResult(level, len(parent), transitions, not frontier, False,
-                        time.perf_counter() - t0, None, fault_level)
+            progress(level, len(states))
+    done = result(level, not frontier, False)
     shared = _shared.get()
     if shared is not None and done.exhausted and limit is None and target is None:
         shared[_system_key(system, variants)] = done
@@ -146,35 +187,21 @@ def known_fixpoint(system: System, variants: Sequence[str] = ()) -> SearchResult
     return None if shared is None else shared.get(_system_key(system, variants))
 
 
-class _Key:
-    """A search node as a dict key: a state and, under a fault limit, the number of fault
-    actions taken to reach it. The state's (deep, costly) hash is computed once, not at every
-    lookup."""
-
-    __slots__ = ("state", "faults", "_hash")
-
-    def __init__(self, state: Any, faults: int = 0):
-        self.state = state
-        self.faults = faults
-        self._hash = hash((hash(state), faults))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, _Key) and self._hash == other._hash
-                and self.faults == other.faults and self.state == other.state)
-
-
-def _rebuild(system: System, parent: dict, last: Any, name: str, args: tuple, obs: Any,
-             pre: Any, variants: Sequence[str]) -> Trace:
-    table = {a.name: a for a in system.actions}
-    steps = [TraceStep(name, dict(zip(table[name].params, args, strict=True)), last.state, obs)]
-    cur = pre
-    while parent[cur] is not None:
-        p, n, a, o = parent[cur]
-        steps.append(TraceStep(n, dict(zip(table[n].params, a, strict=True)), cur.state, o))
-        cur = p
-    steps.append(TraceStep("init", {}, cur.state))
-    steps.reverse()
+def _rebuild(system: System, states: Sequence[Any], via: Sequence[int], acts: Sequence[int],
+             args_of: Sequence[tuple], last: int, variants: Sequence[str]) -> Trace:
+    """The trace from the initial state to node ``last``: each step's observation computed
+    again by applying its action to the state before it (actions are functions of the state,
+    so it is the observation the search saw)."""
+    path = []
+    node = last
+    while node > 0:
+        path.append(node)
+        node = via[node]
+    table = system.actions
+    steps = [TraceStep("init", {}, states[0])]
+    for node in reversed(path):
+        act, args = table[acts[node]], args_of[node]
+        _, obs = act.apply(states[via[node]], *args)
+        steps.append(TraceStep(act.name, dict(zip(act.params, args, strict=True)),
+                               states[node], obs))
     return Trace(system.protocol, system.param_dict(), tuple(variants), steps)

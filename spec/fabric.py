@@ -41,6 +41,9 @@ class RecvWR:
     length: int
     want: Any           # what the protocol posted this buffer for (ghost)
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
 
 @dataclass(frozen=True)
 class SendWR:
@@ -52,6 +55,9 @@ class SendWR:
     signaled: bool
     payload: Any        # ghost identity of the bytes it carries
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
 
 @dataclass(frozen=True)
 class CQE:
@@ -61,6 +67,9 @@ class CQE:
     byte_len: int
     payload: Any        # what landed (recv) or what left (send); ghost
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
 
 @dataclass(frozen=True)
 class Message:
@@ -68,6 +77,9 @@ class Message:
     length: int
     payload: Any
     signaled: bool
+
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
 
 
 @dataclass(frozen=True)

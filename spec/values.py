@@ -13,6 +13,7 @@ D = TypeVar("D")
 # per dataclass, computed on first use: its init fields in constructor order, and its evolver
 _INIT_FIELDS: dict[type, tuple[str, ...]] = {}
 _EVOLVERS: dict[type, Callable[..., Any]] = {}
+_HASHERS: dict[type, Callable[[dict[str, Any]], int]] = {}
 _UNCHANGED = object()
 
 
@@ -49,20 +50,30 @@ def _evolver(cls: type) -> Callable[..., Any]:
 
 def hash_once(obj: Any) -> int:
     """A ``__hash__`` for frozen dataclasses without slots that are hashed far more often than
-    built (a state's fabric is rehashed with every successor state that leaves it unchanged):
-    the hash of its init fields, computed on first use and kept on the instance. Assign it in
-    the class body (``__hash__ = hash_once``) with :func:`unpickled_hash` as
-    ``__getstate__``."""
+    built (a state's fabric is rehashed with every successor state that leaves it unchanged,
+    a rank with every state it is part of): the hash of its init fields, computed on first use
+    and kept on the instance. Assign it in the class body (``__hash__ = hash_once``) with
+    :func:`unpickled_hash` as ``__getstate__``."""
     kept = obj.__dict__
     h = kept.get("_hash")
     if h is None:
-        names = _INIT_FIELDS.get(type(obj)) or _init_fields(type(obj))
-        h = kept["_hash"] = hash(tuple([kept[n] for n in names]))
+        cls = type(obj)
+        h = kept["_hash"] = (_HASHERS.get(cls) or _hasher(cls))(kept)
     return h
 
 
+def _hasher(cls: type) -> Callable[[dict[str, Any]], int]:
+    """The hash of an instance of ``cls`` from its ``__dict__``: a function
+    ``(d) -> hash((d["a"], ...))`` over its init fields, written out once per class."""
+    names = _INIT_FIELDS.get(cls) or _init_fields(cls)
+    items = "".join(f"d[{n!r}], " for n in names)
+    scope: dict[str, Any] = {}
+    exec(f"def hasher(d):\n    return hash(({items}))\n", scope)
+    _HASHERS[cls] = scope["hasher"]
+    return scope["hasher"]
+
+
 def unpickled_hash(obj: Any) -> dict[str, Any]:
-    """The instance's state without its kept hash: string hashes differ between processes."""
-    state = dict(obj.__dict__)
-    state.pop("_hash", None)
-    return state
+    """The instance's state without its kept hash (string hashes differ between processes) or
+    anything else kept on it once computed (a name with a leading underscore)."""
+    return {k: v for k, v in obj.__dict__.items() if not k.startswith("_")}

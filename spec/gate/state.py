@@ -19,6 +19,9 @@ of the layer's rows. Any live phase may end in ``failed``
 (a check or a fault the protocol detects) or ``crashed`` (a fault); neither is left again.
 
 Every value is frozen and hashable, so states can be deduplicated and written as ITF traces.
+The state classes keep their hash once computed (``hash_once``): a successor state shares most
+of its parts (a rank, the ghost, the held buffers) with the state it came from, and the search
+hashes every state it reaches.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 from verbspec.spec.fabric import Fabric
 from verbspec.spec.gate.wire import TcpItem
+from verbspec.spec.values import hash_once, unpickled_hash
 
 # Phases of a rank. A phase names the protocol step the rank will take next.
 INIT, IDLE, HOLD = "init", "idle", "hold"
@@ -120,6 +124,9 @@ class Held:
     seq: int            # gate seq, big-gate chunk index, or verify-block row
     chunks: tuple[int, ...]
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
 
 @dataclass(frozen=True)
 class Rank:
@@ -160,6 +167,9 @@ class Rank:
     faults_used: frozenset[str] = frozenset()
     died_in: str = ""               # the phase the rank failed or crashed in
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
     @property
     def alive(self) -> bool:
         return self.phase not in DEAD_PHASES
@@ -177,6 +187,9 @@ class Ghost:
     long_chains: tuple[str, ...] = ()
     order: tuple[str, ...] = ()
 
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
+
 
 @dataclass(frozen=True)
 class GateState:
@@ -185,6 +198,9 @@ class GateState:
     # 0: a decode gate; n > 0: a big gate of n chunks; -1: a verify block
     script: tuple[int, ...] = ()
     ghost: Ghost = field(default_factory=Ghost)
+
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
 
 
 @dataclass(frozen=True)
@@ -235,5 +251,11 @@ class Observation:
 
 
 def view(rk: Rank) -> RankView:
-    return RankView(rk.phase, rk.recv_done, rk.last_gate_seq, rk.window_active,
-                    rk.send_outstanding, rk.error)
+    """The rank as an implementation shows it; built once per rank and kept on it (every step
+    observes both ranks, and most steps leave one of them as it was)."""
+    kept = rk.__dict__
+    v = kept.get("_view")
+    if v is None:
+        v = kept["_view"] = RankView(rk.phase, rk.recv_done, rk.last_gate_seq, rk.window_active,
+                                     rk.send_outstanding, rk.error)
+    return v

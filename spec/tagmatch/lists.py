@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from verbspec.spec.values import hash_once, unpickled_hash
+
 ANY = -1  # ANY_SOURCE / ANY_TAG: sources and tags are never negative, so -1 cannot collide
 
 
@@ -107,10 +109,14 @@ def find_msg(unexpected: tuple[Msg, ...], r: Recv, rules: Rules = MPI_RULES) -> 
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Engine:
     posted: tuple[Recv, ...] = ()
     unexpected: tuple[Msg, ...] = ()
+
+    # hashed once: a search state's engine is shared by most of its successors
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
 
     def posted_ids(self) -> tuple[Hashable, ...]:
         return tuple(r.id for r in self.posted)

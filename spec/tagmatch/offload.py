@@ -53,7 +53,7 @@ from verbspec.spec.tagmatch.lists import (
     find_msg,
     find_recv,
 )
-from verbspec.spec.values import evolve
+from verbspec.spec.values import evolve, hash_once, unpickled_hash
 
 # where a pending receive lives, as software's shadow list records it
 SW, HW, HW_CANCEL = 0, 1, 2
@@ -94,7 +94,7 @@ class Claim:
     cancelling: bool   # the remove in flight was the application's cancel
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Offload:
     capacity: int
     # software
@@ -111,6 +111,10 @@ class Offload:
     # channels
     ops: tuple[Op, ...] = ()
     cq: tuple[Cqe, ...] = ()
+
+    # hashed once: a search state's engine is shared by most of its successors
+    __hash__ = hash_once
+    __getstate__ = unpickled_hash
 
     @property
     def held(self) -> bool:
