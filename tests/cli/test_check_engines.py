@@ -45,3 +45,20 @@ def test_a_variant_leaves_the_engines_out_saying_why(tmp_path):
     for s in skipped:
         assert (s["protocol"], s["method"]) == ("gate", METHOD)
         assert "the engines implement the base protocol" in s["reason"]
+
+
+def test_any_source_matching_across_communicators_is_met_by_the_two_communicator_mode(
+        tmp_path, monkeypatch):
+    """A spec whose wildcard source matches a message of another communicator: the defaults
+    have one communicator, so only the mode with two meets it."""
+    from verbspec.spec.tagmatch import lists
+
+    def across(r, m):
+        return ((r.comm == m.comm or r.src == lists.ANY) and (r.src == lists.ANY or
+                r.src == m.src) and (r.tag == lists.ANY or r.tag == m.tag))
+
+    monkeypatch.setattr(lists, "envelope_matches", across)
+    rows, _ = engine_rows("tagmatch", {}, (), tmp_path)
+    assert rows and all(r.verdict == "violated" for r in rows), [r.detail for r in rows]
+    for r in rows:
+        assert "comms=2, senders=2" in r.detail, r.detail
