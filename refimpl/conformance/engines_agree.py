@@ -35,7 +35,7 @@ class Budget:
     steps: int
 
 
-BUDGETS = {"gate": Budget(4, 2000), "tagmatch": Budget(20, 3000)}
+BUDGETS = {"gate": Budget(5, 3000), "tagmatch": Budget(20, 3000)}
 HARNESS = {"gate": conformance_gate, "tagmatch": conformance_tagmatch}
 # at the defaults, the modes the defaults leave out are run too, so that a spec changed only
 # there is met: verify blocks and an RC queue pair; two communicators and two senders
