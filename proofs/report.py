@@ -17,11 +17,16 @@ EXIT_OK, EXIT_VIOLATION, EXIT_INCONCLUSIVE, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2,
 # ways (the model does not take a spec step, or judges a property otherwise)
 DIVERGENCE = "model_refines_spec"
 
+# a proof about a separate model that no longer matches its executable spec: void, not
+# inconclusive (no budget ran out; the spec changed), and failed like a violation
+DRIFTED = "drifted"
+
 # verdicts, and the exit code each forces (the worst one wins)
 VERDICT_EXIT = {
     "proved": EXIT_OK,
     "held": EXIT_OK,
     "violated": EXIT_VIOLATION,
+    DRIFTED: EXIT_VIOLATION,
     "inconclusive": EXIT_INCONCLUSIVE,
     "unknown": EXIT_INCONCLUSIVE,
     "timeout": EXIT_INCONCLUSIVE,
@@ -98,7 +103,8 @@ def junit_xml(results: Sequence[Result], not_run: Sequence[NotRun] = (),
               name: str = "verbspec check") -> str:
     """A JUnit XML report, one test case per (protocol, method, invariant): classname
     ``verbspec.PROTOCOL.METHOD``, name the invariant. A violation is a failure (its message the
-    violation, its text the trace path); an inconclusive verdict, or a method not run, is
+    violation, its text the trace path); a proof void because its model drifted from the spec
+    is an error (the check could not be made); an inconclusive verdict, or a method not run, is
     skipped with the reason, since nothing was decided either way; held and proved pass."""
     import xml.etree.ElementTree as ET
 
@@ -115,6 +121,10 @@ def junit_xml(results: Sequence[Result], not_run: Sequence[NotRun] = (),
             fail = ET.SubElement(case, "failure", message=r.detail or "violated",
                                  type="violation")
             fail.text = f"trace: {r.trace}" if r.trace else None
+        elif r.verdict == DRIFTED:
+            counts["errors"] += 1
+            err = ET.SubElement(case, "error", message=r.detail or DRIFTED, type=DRIFTED)
+            err.text = f"trace: {r.trace}" if r.trace else None
         elif VERDICT_EXIT[r.verdict] == EXIT_INCONCLUSIVE:
             counts["skipped"] += 1
             ET.SubElement(case, "skipped", message=f"{r.verdict}: {r.detail or r.bound}")
@@ -125,7 +135,7 @@ def junit_xml(results: Sequence[Result], not_run: Sequence[NotRun] = (),
         ET.SubElement(case, "skipped", message=f"not run: {n.reason}")
     suite.set("tests", str(len(results) + len(not_run)))
     suite.set("failures", str(counts["failures"]))
-    suite.set("errors", "0")
+    suite.set("errors", str(counts["errors"]))
     suite.set("skipped", str(counts["skipped"]))
     # a method's results share its running time: count it once per (protocol, method)
     runs: dict[tuple[str, str], float] = {}

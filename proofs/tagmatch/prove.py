@@ -6,13 +6,13 @@ induction in z3 for every list length and envelope value, the software engine's
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from verbspec.proofs.report import Obligation, Result
+from verbspec.proofs.report import DRIFTED, Obligation, Result
 from verbspec.proofs.search import bounded_search, known_fixpoint
 from verbspec.proofs.solving import Limit, limit_of
-from verbspec.proofs.tagmatch import matching
+from verbspec.proofs.tagmatch import matching, relations
 from verbspec.proofs.tagmatch.lemma import prove_no_matching_pair
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.tagmatch.system import INVARIANTS, PROTOCOL, build
@@ -66,8 +66,15 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
         out.append(Result(name, PROTOCOL, "prove", verdict, bound, seconds, trace, detail))
     if system.rules.wildcard_last or system.rules.newest_first:
         return out
+    # the inductions are about the z3 relations: only once they were just shown to match the
+    # list engine do they say anything of the spec
+    agreed = relations.check(cache=relations.cache_dir())
+    if agreed.disagreement is not None:
+        return [_drifted(r, agreed) if r.invariant in matching.PROPERTIES or r.invariant == NO_LOST
+                else r for r in out]
     unbounded = _unbounded(limit_of(solver_limit))
-    return [_combine(r, unbounded[r.invariant]) if r.invariant in unbounded else r
+    return [replace(c := _combine(r, unbounded[r.invariant]),
+                    detail=f"{c.detail}; {agreed.coverage}") if r.invariant in unbounded else r
             for r in out]
 
 
@@ -108,6 +115,16 @@ def _unbounded(limit: Limit | None = None) -> dict[str, Induction]:
                              "unexpected message", "unbounded, the engine's half only: "
                              "software engine, any list lengths and envelope values")
     return out
+
+
+def _drifted(row: Result, agreed: relations.Agreement) -> Result:
+    """An invariant whose induction is void: the relations it is about no longer match the
+    list engine, so the row says so instead of any verdict of the instance's search."""
+    return Result(row.invariant, row.protocol, row.method, DRIFTED, "not proved",
+                  row.seconds + agreed.seconds, None,
+                  f"the z3 step relations no longer match the executable list engine "
+                  f"(spec/tagmatch/lists.py), so the induction proves nothing of the spec "
+                  f"until they do: {agreed.disagreement}")
 
 
 def _combine(row: Result, ind: Induction) -> Result:

@@ -16,10 +16,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from verbspec.proofs.report import Result
+from verbspec.proofs.report import DRIFTED, Result
 from verbspec.refimpl.progress import print_table
 
 VERDICT_STYLE = {"proved": "bold green", "held": "green", "violated": "bold red",
+                 DRIFTED: "bold magenta",
                  "inconclusive": "yellow", "unknown": "yellow", "timeout": "yellow"}
 
 
@@ -75,8 +76,8 @@ def print_results(results: list[Result], code: int) -> None:
         console.print(line, highlight=False)
     undecided: dict[tuple[str, str, str, str | None], list[str]] = {}
     for r in results:
-        if r.verdict == "violated":
-            console.print(f"[bold red]{r.protocol} {r.invariant} violated[/] ({r.method}): "
+        if r.verdict in ("violated", DRIFTED):
+            console.print(f"[bold red]{r.protocol} {r.invariant} {r.verdict}[/] ({r.method}): "
                           f"{r.detail}\n  trace: {r.trace}")
         elif r.verdict in ("inconclusive", "unknown", "timeout"):
             # one line per reason: a method out of its scope says the same of every invariant

@@ -13,7 +13,14 @@ import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from verbspec.proofs.explore import explore
-from verbspec.proofs.report import NotRun, Result, junit_xml
+from verbspec.proofs.report import (
+    DRIFTED,
+    EXIT_VIOLATION,
+    NotRun,
+    Result,
+    exit_code,
+    junit_xml,
+)
 from verbspec.refimpl import progress
 from verbspec.refimpl.cli import check, report
 from verbspec.refimpl.cli.main import main
@@ -143,6 +150,19 @@ def test_junit_inconclusive_and_not_run_are_skipped(tmp_path):
     assert (suite.tests, suite.failures, suite.skipped) == (4, 1, 2)
     # a method's time counts once, not once per invariant
     assert suite.time == pytest.approx(1.0)
+
+
+def test_junit_a_proof_void_by_drift_is_an_error_and_fails_the_run(tmp_path):
+    results = [Result("a", "tagmatch", "prove", "proved", "unbounded", 1.0),
+               Result("b", "tagmatch", "prove", DRIFTED, "not proved", 1.0, None,
+                      "the z3 step relations no longer match the executable list engine")]
+    path = tmp_path / "j.xml"
+    path.write_text(junit_xml(results))
+    suite = next(iter(JUnitXml.fromfile(str(path))))
+    kinds = {c.name: [type(r) for r in c.result] for c in suite}
+    assert kinds == {"a": [], "b": [Error]}
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 0, 1, 0)
+    assert exit_code(results) == EXIT_VIOLATION
 
 
 def test_summary_has_a_row_per_invariant_and_a_column_per_method(capsys):
