@@ -19,9 +19,9 @@ of the layer's rows. Any live phase may end in ``failed``
 (a check or a fault the protocol detects) or ``crashed`` (a fault); neither is left again.
 
 Every value is frozen and hashable, so states can be deduplicated and written as ITF traces.
-The state classes keep their hash once computed (``hash_once``): a successor state shares most
-of its parts (a rank, the ghost, the held buffers) with the state it came from, and the search
-hashes every state it reaches.
+A state's parts keep their hash once computed (``hash_once``): a successor state shares most of
+them (a rank, the ghost, the held buffers, the work requests on a queue) with the state it came
+from, and the search hashes every state it reaches.
 """
 
 from __future__ import annotations
@@ -198,9 +198,8 @@ class GateState:
     # 0: a decode gate; n > 0: a big gate of n chunks; -1: a verify block
     script: tuple[int, ...] = ()
     ghost: Ghost = field(default_factory=Ghost)
-
-    __hash__ = hash_once
-    __getstate__ = unpickled_hash
+    # not hashed once: a search hashes each state it builds once (its parts, shared with
+    # other states, keep theirs)
 
 
 @dataclass(frozen=True)
