@@ -1,8 +1,10 @@
-"""``verbspec bench``: ``match``, ``gate``, ``soak`` and ``verbs``.
+"""``verbspec bench``: ``match``, ``gate``, ``search``, ``soak`` and ``verbs``.
 
 ``match``: the tag-matching benchmark, a C harness (native/bench/) that times the native tag
 engine, UCX's own tag matching and a textbook list walk side by side in one run.
 ``gate``: the gate engine's cost per decode gate, the reference engine and the native one.
+``search``: the explicit-state search's speed (proofs/search.py) on fixed searches of both
+protocols, and with ``--against REV`` the same searches at a git revision, alternating.
 ``soak`` (soak.py): the gate channel on the sim transport with faults and recovery.
 ``verbs`` (refimpl/rxe/native_programs.py): in a soft-RoCE guest, the native verbs transport's
 gate round trip against ibv_uc_pingpong.
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +40,7 @@ from verbspec.refimpl.cli.registry import EPILOG, Command, HelpFormatter, Parser
 from verbspec.refimpl.cli.soak import soak_main
 from verbspec.refimpl.engines.gate_engine import Completion, GateEngine
 from verbspec.refimpl.library.gate_channel import gate_config
+from verbspec.refimpl.progress import print_table
 from verbspec.refimpl.rxe import guest as rxe_guest
 from verbspec.refimpl.rxe import native_programs as verbs_native
 from verbspec.spec.gate.state import WINDOW_BARRIER
@@ -202,12 +207,182 @@ def gate_main(gates: int, as_json: bool) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------ verbspec bench search
+@dataclass(frozen=True)
+class SearchCase:
+    """One fixed breadth-first search: a protocol's configuration and bounded_search's
+    arguments (``max_states`` is the cut unless ``--max-states`` gives another)."""
+
+    name: str
+    protocol: str
+    params: dict[str, Any]
+    depth: int
+    max_states: int
+    max_faults: int | None = None
+
+
+SEARCH_CASES = (
+    SearchCase("gate, every run, depth 14", "gate", {}, 14, 10_000),
+    SearchCase("gate, fault-free runs, depth 40", "gate", {}, 40, 20_000, 0),
+    SearchCase("tagmatch, the defaults, depth 40", "tagmatch", {}, 40, 40_000),
+)
+
+# Run in a fresh interpreter whose import path is the tree measured (the current one, or a
+# revision's worktree), so it may use only what every revision has: bounded_search and the
+# protocols' build. Prints one JSON object: the search's figures and its CPU seconds.
+_SEARCH_CHILD = """
+import json, resource, sys, time
+from verbspec.proofs.search import bounded_search
+from verbspec.spec import protocols
+case = json.loads(sys.argv[1])
+system = protocols.load(case["protocol"]).build(case["params"], ())
+kw = {"max_faults": case["max_faults"]} if case["max_faults"] is not None else {}
+t0 = time.process_time()
+res = bounded_search(system, depth=case["depth"], max_states=case["max_states"], **kw)
+cpu = time.process_time() - t0
+print(json.dumps({"states": res.states, "transitions": res.transitions, "depth": res.depth,
+                  "exhausted": res.exhausted, "cut": res.cut,
+                  "violation": res.violation.invariant if res.violation else None,
+                  "cpu_s": cpu,
+                  "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+# what must be the same in every run of a search, at every revision
+SEARCH_COUNTS = ("states", "transitions", "depth", "exhausted", "cut", "violation")
+
+
+def tree_root() -> Path:
+    """The source tree this verbspec is imported from."""
+    return Path(__file__).resolve().parents[2]
+
+
+def run_search(root: Path, case: SearchCase, max_states: int | None) -> dict[str, Any]:
+    """One run of ``case`` by the tree at ``root``, in a process of its own."""
+    spec = {"protocol": case.protocol, "params": case.params, "depth": case.depth,
+            "max_states": max_states or case.max_states, "max_faults": case.max_faults}
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", _SEARCH_CHILD, json.dumps(spec)], cwd=root,
+                          env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        raise BenchError(f"the search {case.name!r} failed in {root} (exit "
+                         f"{done.returncode}):\n{tail}")
+    return json.loads(done.stdout)
+
+
+def _worktree(rev: str, where: Path) -> Path:
+    """A checkout of ``rev`` (git worktree, detached) in ``where``."""
+    root = tree_root()
+    path = where / "tree"
+    done = subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(path),
+                           rev], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise BenchError(f"--against {rev}: git worktree add failed: {done.stderr.strip()}")
+    return path
+
+
+def _drop_worktree(path: Path) -> None:
+    subprocess.run(["git", "-C", str(tree_root()), "worktree", "remove", "--force", str(path)],
+                   capture_output=True, text=True)
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A search's runs in one row: its counts (the same in every run, or a BenchError) and
+    the median CPU seconds."""
+    first = runs[0]
+    for r in runs[1:]:
+        if any(r[k] != first[k] for k in SEARCH_COUNTS):
+            raise BenchError(f"the same search gave different results: {first} and {r}")
+    cpu = statistics.median(r["cpu_s"] for r in runs)
+    return {**{k: first[k] for k in SEARCH_COUNTS}, "cpu_s": round(cpu, 3),
+            "states_per_cpu_s": round(first["states"] / max(cpu, 1e-9)),
+            "max_rss_mib": round(max(r["max_rss_mib"] for r in runs), 1)}
+
+
+def search_bench(reps: int, against: str | None, max_states: int | None,
+                 progress: Any = None) -> dict[str, Any]:
+    """Each search ``reps`` times by the current tree; with ``against``, by that revision's
+    tree too, the two alternating (the revision first in even repetitions), so that both see
+    the same load. The ratio is the current tree's states per CPU-second over the
+    revision's."""
+    cases = SEARCH_CASES
+    with tempfile.TemporaryDirectory(prefix="verbspec-bench-search-") as tmp:
+        other = _worktree(against, Path(tmp)) if against else None
+        try:
+            runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for rep in range(reps):
+                for case in cases:
+                    sides = [("current", tree_root())]
+                    if other is not None:
+                        sides.append(("against", other))
+                        if rep % 2 == 0:
+                            sides.reverse()
+                    for side, root in sides:
+                        if progress:
+                            progress(f"{case.name}, {side}, repetition {rep + 1}/{reps}")
+                        runs.setdefault((case.name, side), []).append(
+                            run_search(root, case, max_states))
+        finally:
+            if other is not None:
+                _drop_worktree(other)
+    rows = []
+    for case in cases:
+        row: dict[str, Any] = {"search": case.name, "protocol": case.protocol,
+                               "current": _summary(runs[case.name, "current"])}
+        if against:
+            row["against"] = _summary(runs[case.name, "against"])
+            row["same_counts"] = all(row["current"][k] == row["against"][k]
+                                     for k in SEARCH_COUNTS)
+            row["ratio"] = round(row["current"]["states_per_cpu_s"]
+                                 / max(row["against"]["states_per_cpu_s"], 1), 3)
+        rows.append(row)
+    return {"reps": reps, "against": against, "max_states": max_states, "rows": rows}
+
+
+def print_search_bench(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result))
+        return
+    rev = result["against"]
+    columns = ["search", "tree", "states", "transitions", "CPU s", "states / CPU-s",
+               "max RSS MiB"] + (["ratio"] if rev else [])
+    rows = []
+    for r in result["rows"]:
+        sides = [("current", "current")] + ([("against", rev)] if rev else [])
+        for i, (side, label) in enumerate(sides):
+            f = r[side]
+            row = [r["search"] if i == 0 else "", label, f"{f['states']:,}",
+                   f"{f['transitions']:,}", f"{f['cpu_s']:.2f}", f"{f['states_per_cpu_s']:,}",
+                   f"{f['max_rss_mib']:,.0f}"]
+            if rev:
+                row.append(f"{r['ratio']:.2f}x" if i == 0 else
+                           ("same counts" if r["same_counts"] else "COUNTS DIFFER"))
+            rows.append(row)
+    title = (f"explicit-state search, median CPU of {result['reps']} "
+             f"run{'s' if result['reps'] > 1 else ''} each")
+    print_table(title, columns, rows)
+    if rev:
+        print(f"ratio: states per CPU-second of the current tree over {rev}'s, each search's "
+              f"runs alternating with {rev}'s")
+
+
+def search_main(reps: int, against: str | None, max_states: int | None, as_json: bool) -> int:
+    def tell(what: str) -> None:
+        if not as_json:
+            print(f"verbspec bench search: {what}", file=sys.stderr)
+
+    result = search_bench(reps, against, max_states, tell)
+    print_search_bench(result, as_json)
+    return 0 if all(r.get("same_counts", True) for r in result["rows"]) else 1
+
+
 # ------------------------------------------------------------------------------ the command
 def arguments(b: Parser) -> None:
     kinds = b.add_subparsers(dest="bench", required=True, metavar="BENCH", parser_class=Parser,
                              help="match (tag matching), gate (the gate engine per gate), "
-                                  "soak (the gate channel with faults) or verbs (the native "
-                                  "gate transport against ibv_uc_pingpong on soft-RoCE)")
+                                  "search (the explicit-state search), soak (the gate "
+                                  "channel with faults) or verbs (the native gate transport "
+                                  "against ibv_uc_pingpong on soft-RoCE)")
     m = kinds.add_parser("match", formatter_class=HelpFormatter, epilog=EPILOG,
                          help="tag matching, ns per message: the native tag engine, UCX's "
                               "own matching and a list walk (docs/conformance.md)",
@@ -231,6 +406,27 @@ def arguments(b: Parser) -> None:
     g.add_argument("--json", action="store_true",
                    help='print {"gates", "rows": [{"engine", "interface", "ns_per_gate"}], '
                         '"refimpl_over_native_c"}')
+    se = kinds.add_parser("search", formatter_class=HelpFormatter, epilog=EPILOG,
+                          help="the explicit-state search's states per CPU-second on fixed "
+                               "searches of both protocols, optionally against a git "
+                               "revision (docs/benchmarks.md)",
+                          description="the explicit-state search (proofs/search.py) on fixed "
+                                      "searches of the gate protocol and of tag matching: "
+                                      "states, transitions, CPU seconds and states per "
+                                      "CPU-second; with --against REV the same searches at "
+                                      "that revision (a git worktree), alternating with the "
+                                      "current tree, and the ratio; exit 1 if the two differ "
+                                      "in any count")
+    se.add_argument("--against", default=None, metavar="REV",
+                    help="a git revision to measure beside the current tree")
+    se.add_argument("--reps", type=int, default=None, metavar="R",
+                    help="runs of each search by each tree, the figure their median "
+                         "(default: 3 with --against, else 1)")
+    se.add_argument("--max-states", type=int, default=None, metavar="N",
+                    help="cut every search at N states (default: each search's own cut)")
+    se.add_argument("--json", action="store_true",
+                    help='print {"reps", "against", "max_states", "rows": [{"search", '
+                         '"protocol", "current", "against", "ratio", "same_counts"}]}')
     so = kinds.add_parser("soak", formatter_class=HelpFormatter, epilog=EPILOG,
                           help="the gate channel on the sim transport for a long run with "
                                "random faults and recovery (docs/library.md)",
@@ -273,6 +469,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return soak_main(args.gates, args.seed, args.engine, args.json)
     if args.bench == "verbs":
         return _bench_verbs(args)
+    if args.bench == "search":
+        reps = args.reps if args.reps is not None else (3 if args.against else 1)
+        if reps < 1:
+            raise ParamError("--reps must be at least 1")
+        if args.max_states is not None and args.max_states < 1:
+            raise ParamError("--max-states must be at least 1")
+        try:
+            return search_main(reps, args.against, args.max_states, args.json)
+        except BenchError as e:
+            raise InputError(str(e)) from None
     if args.bench == "gate":
         if args.gates < 1:
             raise ParamError("--gates must be at least 1")
@@ -308,6 +514,7 @@ def _bench_verbs(args: argparse.Namespace) -> int:
         raise InputError(f"bench verbs: {e}") from None
 
 
-COMMAND = Command("bench", "benchmarks: tag matching against UCX and a list walk (C), the gate "
-                           "channel soak with faults, the native verbs transport against "
-                           "ibv_uc_pingpong", arguments, cmd_bench)
+COMMAND = Command("bench", "benchmarks: tag matching against UCX and a list walk (C), the "
+                           "explicit-state search, the gate channel soak with faults, the "
+                           "native verbs transport against ibv_uc_pingpong", arguments,
+                  cmd_bench)
