@@ -5,14 +5,26 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from verbspec.proofs.protocols import CHECKS
-from verbspec.proofs.report import EXIT_INPUT, NotRun, Result, exit_code, junit_xml
+from verbspec.proofs.report import (
+    EXIT_INCONCLUSIVE,
+    EXIT_INPUT,
+    EXIT_OK,
+    NotRun,
+    Result,
+    exit_code,
+    junit_xml,
+)
 from verbspec.proofs.run import (
     BESIDE_A_PROOF,
     METHODS,
@@ -157,36 +169,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.hypothesis_dir is not None:
         check_dir(args.hypothesis_dir, "--hypothesis-dir")
 
-    with Progress(enabled=not args.quiet, label="verbspec check") as progress:
-        # the budgets the main job sizes, as given on the command line
-        budgets = {k: getattr(args, k) for k in BESIDE_A_PROOF if getattr(args, k) is not None}
-        opts = Options(steps=args.steps, seed=args.seed, depth=args.depth,
-                       max_states=args.max_states, trace_dir=args.trace_dir,
-                       progress=progress.note, hypothesis_dir=args.hypothesis_dir,
-                       profile=profile, solver_limit=solver_limit(args), **budgets)
-        # the main job: bounded checks beside a proof take the smaller budgets (but for those
-        # given); --thorough, or a method asked for by name, keeps the full ones
-        beside = ({} if args.thorough or args.method != "all" else
-                  {k: v for k, v in BESIDE_A_PROOF.items() if k not in budgets})
-        with shared_fixpoints():
-            run = (([], []) if args.method == engines_agree.METHOD else
-                    _run_checks(args.method, chosen, values, variants, opts, progress,
-                                beside))
-        if run is None:
+    t0 = time.perf_counter()
+    incomplete = None
+    with Progress(enabled=not args.quiet, label="verbspec check") as progress, \
+            _terminate_interrupts() as came:
+        try:
+            results, skipped = _check_all(args, chosen, values, variants, profile, progress)
+        except Interrupted as stop:
+            results, skipped = stop.results, stop.skipped
+            incomplete = (f"interrupted by {came[0] if came else 'SIGINT'} after "
+                          f"{time.perf_counter() - t0:.0f} s: only the rows finished before it "
+                          f"are shown; the other checks did not run")
+        except _InputGone:
             return EXIT_INPUT
-        results, skipped = run
-        if args.method in ("all", engines_agree.METHOD):
-            # each protocol's rows, then its engines' agreement with its spec
-            agree: dict[str, list[Result]] = {}
-            for p in chosen:
-                progress.start(f"{p}: conform (the spec against its engines)")
-                agree[p], left = engines_agree.engine_rows(p, values[p], variants[p],
-                                                           args.trace_dir, progress.note)
-                skipped = skipped + left
-                progress.done()
-            results = [r for p in chosen
-                       for r in [x for x in results if x.protocol == p] + agree[p]]
         code = exit_code(results)
+        if incomplete is not None and code == EXIT_OK:
+            code = EXIT_INCONCLUSIVE    # nothing false found, but not everything checked
         progress.summary(results, code)
     try:
         if args.junit is not None:
@@ -194,13 +192,87 @@ def cmd_check(args: argparse.Namespace) -> int:
             args.junit.write_text(junit_xml(results, _not_run(skipped, values, variants)),
                                   encoding="utf-8")
         report.print_check(results, skipped, values, variants, chosen, args.profile,
-                           args.json, code)
+                           args.json, code, incomplete)
     except BrokenPipeError:
         return report.reader_gone(code)
     return code
 
 
 CheckRun = tuple[list[Result], list[dict[str, str]]]
+
+
+class _InputGone(Exception):
+    """A method asked for by name is unavailable (its message printed): exit 3."""
+
+
+def _check_all(args: argparse.Namespace, chosen: Sequence[str],
+               values: dict[str, dict[str, Any]], variants: dict[str, tuple[str, ...]],
+               profile: Profile | None, progress: Progress) -> CheckRun:
+    """Every method asked for, then the engines held against the spec (Interrupted: what
+    finished before a signal)."""
+    # the budgets the main job sizes, as given on the command line
+    budgets = {k: getattr(args, k) for k in BESIDE_A_PROOF if getattr(args, k) is not None}
+    opts = Options(steps=args.steps, seed=args.seed, depth=args.depth,
+                   max_states=args.max_states, trace_dir=args.trace_dir,
+                   progress=progress.note, hypothesis_dir=args.hypothesis_dir,
+                   profile=profile, solver_limit=solver_limit(args), **budgets)
+    # the main job: bounded checks beside a proof take the smaller budgets (but for those
+    # given); --thorough, or a method asked for by name, keeps the full ones
+    beside = ({} if args.thorough or args.method != "all" else
+              {k: v for k, v in BESIDE_A_PROOF.items() if k not in budgets})
+    with shared_fixpoints():
+        run = (([], []) if args.method == engines_agree.METHOD else
+               _run_checks(args.method, chosen, values, variants, opts, progress, beside))
+    if run is None:
+        raise _InputGone
+    results, skipped = run
+    if args.method in ("all", engines_agree.METHOD):
+        # each protocol's rows, then its engines' agreement with its spec
+        agree: dict[str, list[Result]] = {p: [] for p in chosen}
+
+        def ordered() -> list[Result]:
+            return [r for p in chosen for r in [x for x in results if x.protocol == p] + agree[p]]
+
+        try:
+            for p in chosen:
+                progress.start(f"{p}: conform (the spec against its engines)")
+                agree[p], left = engines_agree.engine_rows(p, values[p], variants[p],
+                                                           args.trace_dir, progress.note)
+                skipped = skipped + left
+                progress.done()
+        except KeyboardInterrupt:
+            raise Interrupted(ordered(), skipped) from None
+        results = ordered()
+    return results, skipped
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM while the checks ran: the rows finished before it."""
+
+    def __init__(self, results: list[Result], skipped: list[dict[str, str]]) -> None:
+        super().__init__("interrupted")
+        self.results, self.skipped = results, skipped
+
+
+@contextmanager
+def _terminate_interrupts() -> Iterator[list[str]]:
+    """SIGTERM raises KeyboardInterrupt as SIGINT does, so that a run a CI stops still reports
+    what it finished; yields the name of the signal that came, once one has."""
+    came: list[str] = []
+    previous = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        came.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    try:
+        yield came
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run_checks(method_arg: str, chosen: Sequence[str], values: dict[str, dict[str, Any]],
@@ -258,6 +330,10 @@ def _run_checks(method_arg: str, chosen: Sequence[str], values: dict[str, dict[s
                 progress.done()
             results += slot
         return results, skipped
+    except KeyboardInterrupt:
+        # the rows finished so far (a prover apart that had not answered is stopped below)
+        done = [r for slot in slots if not isinstance(slot, ProverApart) for r in slot]
+        raise Interrupted(done, skipped) from None
     finally:
         for prover in apart.values():    # nothing left running after an error or interrupt
             prover.stop()

@@ -39,18 +39,21 @@ def reader_gone(code: int) -> int:
 def print_check(results: list[Result], skipped: list[dict[str, str]],
                 values: dict[str, dict[str, Any]], variants: dict[str, tuple[str, ...]],
                 selected: Sequence[str], profile: str | None, as_json: bool,
-                code: int) -> None:
+                code: int, incomplete: str | None = None) -> None:
     """``verbspec check``'s report: one JSON object, or the summary table and the methods
-    left out."""
+    left out; ``incomplete`` says why the run stopped before every check (a signal)."""
     if as_json:
         shown_params: Any = values[selected[0]] if len(selected) == 1 else values
         print(json.dumps({"results": [r.as_json() for r in results], "params": shown_params,
                           "variants": {p: list(variants[p]) for p in selected},
-                          "profile": profile, "skipped": skipped}, indent=1))
+                          "profile": profile, "skipped": skipped, "incomplete": incomplete},
+                         indent=1))
         return
     print_results(results, code)
     for s in skipped:
         print(f"{s['protocol']}: {s['method']} skipped: {s['reason']}")
+    if incomplete is not None:
+        print(f"incomplete: {incomplete}")
 
 
 def print_results(results: list[Result], code: int) -> None:
