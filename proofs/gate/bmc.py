@@ -9,10 +9,10 @@ from typing import Any
 
 import z3
 
-from verbspec.proofs.gate.moves import initial, move
+from verbspec.proofs.gate.moves import action_move, initial
 from verbspec.proofs.gate.properties import PROPERTIES
 from verbspec.proofs.gate.terms import fresh_choice, fresh_state
-from verbspec.proofs.gate.vocabulary import ACTIONS, Params
+from verbspec.proofs.gate.vocabulary import ACTIONS, Choices, Params, State
 from verbspec.proofs.solving import Limit
 
 
@@ -41,6 +41,28 @@ RUNGS = (4, 8, 16)     # the unrollings searched, shallow first
 ENVELOPE_RUNGS = (4, 8)
 
 
+def step(s: State, t: State, prm: Params, ch: Choices, sel: z3.BitVecRef,
+         options: list[tuple[str, int]]) -> list[z3.BoolRef]:
+    """One step of an unrolling from s to t: option ``sel`` of ``options`` (an action and
+    its rank), or a stutter at ``sel == len(options)``. Each variable of t is given as its
+    value under each option (its update, else its value in s), so that z3's preprocessing
+    solves the post-state away; the same relation as ``Or(move(a, r, s, t, ...) for each
+    option, s == t)``, written with one equality per variable instead of a frame per
+    option."""
+    moves = [(j, action_move(a, r, s, prm, ch)) for j, (a, r) in enumerate(options)]
+    live = [(j, m) for j, m in moves if not z3.is_false(m.guard)]
+    facts = [z3.ULE(sel, len(options)),
+             z3.Or(sel == len(options), *(z3.And(sel == j, m.guard) for j, m in live))]
+    for (k, x), (_, y) in zip(s.items(), t.items(), strict=True):
+        value = x
+        for j, m in live:
+            u = m.updates.get(k)
+            if u is not None and not z3.eq(u, x):
+                value = z3.If(sel == j, u, value)
+        facts.append(y == value)
+    return facts
+
+
 def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS,
         limit: Limit | None = None) -> Counterexample | NoAnswer | None:
     """A run of the abstract model that breaks ``prop`` while the other properties hold on the
@@ -61,11 +83,7 @@ def bmc(prm: Params, assume: z3.BoolRef, prop: str, rungs: Iterable[int] = RUNGS
         for i in range(k):
             nxt, ch = fresh_state(f"b{i + 1}"), fresh_choice(f"b{i}")
             sel = z3.BitVec(f"act@{i}", 8)
-            stutter = z3.And([y == x for (_, y), (_, x) in zip(nxt.items(), states[i].items(),
-                                                                strict=True)])
-            solver.add(z3.ULE(sel, len(options)), z3.Implies(sel == len(options), stutter))
-            for j, (a, r) in enumerate(options):
-                solver.add(z3.Implies(sel == j, move(a, r, states[i], nxt, prm, ch)))
+            solver.add(*step(states[i], nxt, prm, ch, sel, options))
             for name, inv in PROPERTIES.items():
                 if name != prop:
                     solver.add(inv(states[i], prm))

@@ -10,12 +10,17 @@ import random
 import pytest
 import z3
 
-from verbspec.proofs.gate import induction, lemmas, moves, widening
+from verbspec.proofs.gate import bmc, induction, lemmas, moves, widening
 from verbspec.proofs.gate.abstraction import alpha, evaluate, step_choices, value_terms
 from verbspec.proofs.gate.parameters import domain, param_terms, params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
 from verbspec.proofs.gate.terms import Move, fresh_choice, fresh_params, fresh_state, z64
-from verbspec.proofs.gate.vocabulary import ENCODED_VARIANTS, spec_actions, spec_variants
+from verbspec.proofs.gate.vocabulary import (
+    ACTIONS,
+    ENCODED_VARIANTS,
+    spec_actions,
+    spec_variants,
+)
 from verbspec.proofs.solving import Limit
 from verbspec.spec.gate.system import INVARIANTS, build
 
@@ -312,6 +317,20 @@ def test_case_splits_cover_their_moves(monkeypatch):
         lambda s, r: reap.cases(s, r)[1:], reap.invariants))
     with pytest.raises(AssertionError, match="do not cover"):
         induction._cases("reap", s, 0, moves.action_move("reap", 0, s, prm, ch).guard)
+
+
+def test_a_bmc_step_is_one_move_or_a_stutter():
+    # the unrolling's step (one equality per post-state variable) is, for each value of its
+    # selector, the framed move of that option, or the stutter; other values are refused
+    s, t, ch, prm = fresh_state("s"), fresh_state("t"), fresh_choice("s"), fresh_params()
+    sel = z3.BitVec("sel", 8)
+    options = [(a, r) for a in ACTIONS for r in (0, 1)]
+    step = z3.And(bmc.step(s, t, prm, ch, sel, options))
+    stutter = z3.And([y == x for (_, x), (_, y) in zip(s.items(), t.items(), strict=True)])
+    for j in range(256):
+        want = (moves.move(*options[j], s, t, prm, ch) if j < len(options) else
+                stutter if j == len(options) else z3.BoolVal(False))
+        assert _valid(z3.substitute(step, (sel, z3.BitVecVal(j, 8))) == want), j
 
 
 def test_the_moves_are_the_specs_actions():
