@@ -20,6 +20,7 @@ lockstep core (``conformance.lockstep``).
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -34,15 +35,40 @@ from verbspec.refimpl.conformance.lockstep import (
     ConformanceReport,
     Harness,
     Planned,
+    Reaction,
     Run,
+    unoffered,
 )
 from verbspec.refimpl.conformance.lockstep import recorded as recorded
 from verbspec.refimpl.conformance.random_runs import Swarm, conform_runs
-from verbspec.refimpl.engines.gate_engine import Completion, Emitted, GateEngine
+from verbspec.refimpl.engines.gate_engine import (
+    ADVANCE,
+    DEAD,
+    POLL,
+    READ,
+    Completion,
+    Emitted,
+    GateEngine,
+)
 from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
 from verbspec.spec.gate.params import GateConfig
-from verbspec.spec.gate.state import GateState, Observation, RankView
+from verbspec.spec.gate.state import (
+    ARM_BAR_READ,
+    BATCH_HDR_READ,
+    BIG_BAR_READ,
+    BIG_HDR_READ,
+    BIG_XFER,
+    BLOCK_BAR_READ,
+    BLOCK_END,
+    BLOCK_HDR_READ,
+    BLOCK_WAIT,
+    DRAIN_WAIT,
+    WAIT,
+    GateState,
+    Observation,
+    RankView,
+)
 from verbspec.spec.gate.steps import GateSpec
 from verbspec.spec.gate.system import GateSystem
 from verbspec.spec.gate.wire import Hello, TcpItem
@@ -89,6 +115,13 @@ SETUP, CALL_BIG, CALL_BLOCK, CONSUME, REAP, TIMEOUT, PEER_GONE, CRASH = (
                          GateSpec.do_consume, GateSpec.do_reap, GateSpec.do_timeout,
                          GateSpec.do_peer_gone, GateSpec.do_crash))
 POST_FAIL, POLL_FAIL = name_of(GateSpec.do_post_fail), name_of(GateSpec.do_poll_fail)
+# the spec's steps that are not a rank's own (``advance``): everything ``call_of`` maps to
+# another call, or to none
+NOT_OWN = CALLS | READS | WORLD | {SETUP, CALL_BIG, CALL_BLOCK, CONSUME, REAP, TIMEOUT,
+                                   PEER_GONE, CRASH, POST_FAIL, POLL_FAIL}
+# the reactions that are any of a group of the spec's steps: a TCP read, a rank's own step
+A_READ, OWN_STEP = "a TCP read", "a step of its own"
+READ_GROUP = frozenset(READS)
 FAULT_RATE = 0.01        # a fault at about one step in a hundred where one can happen
 VIEW_FIELDS = tuple(f.name for f in fields(RankView))
 
@@ -105,6 +138,18 @@ def _wr(w: Any) -> tuple:
 
 def _completion(c: Any) -> Completion:
     return Completion(c.opcode, c.wr_id, fb.WC_STATUS_CODE[c.status], c.byte_len)
+
+
+def _wait(phase: str, view: Any) -> str:
+    """A rank's wait, in words, for a reaction's mismatch."""
+    return "while " + {
+        WAIT: f"waiting for gate {view.last_gate_seq + 1}", DRAIN_WAIT: "waiting for its drain",
+        BIG_XFER: "waiting in a big-gate window", BLOCK_WAIT: "waiting for a verify-block layer",
+        BLOCK_END: "waiting for its verify block's end",
+        ARM_BAR_READ: "reading the window barrier", BIG_HDR_READ: "reading a big-gate header",
+        BIG_BAR_READ: "reading a big-gate barrier", BLOCK_HDR_READ: "reading a verify-block header",
+        BLOCK_BAR_READ: "reading the verify-block barrier",
+        BATCH_HDR_READ: "reading a batch header"}.get(phase, "waiting")
 
 
 @dataclass(frozen=True)
@@ -267,8 +312,98 @@ class GateHarness(Harness):
 
     def check(self, impls: Sequence[GateImpl], pre: GateState, name: str, args: tuple,
               post: GateState, obs: Observation) -> tuple[str, Any, Any] | None:
-        """``_step`` as the runs and sweeps call it (``lockstep.StepCheck``)."""
-        return self._step(impls, pre, name, args, obs)
+        """``_step`` as the runs and sweeps call it (``lockstep.StepCheck``), then the second
+        direction: a reaction either implementation has in ``post`` that the spec does not
+        offer there (``reactions``)."""
+        return (self._step(impls, pre, name, args, obs)
+                or unoffered(self.system, post, self.reactions(impls, post),
+                             lambda r: self.taken(impls, post, r)))
+
+    def reactions(self, impls: Sequence[GateImpl], s: GateState) -> Iterator[Reaction]:
+        """What each rank's implementation would do next by its own state (``next_step``:
+        the wait it is in, or a step of its own) and the world's queues in ``s`` (its CQ,
+        what its peer wrote to it over TCP), as the spec's steps: in a CQ wait, reporting
+        what its CQ holds (``reap``); in a TCP read with an item to read, reading it; in
+        either wait with nothing to read, a timeout where the configuration explores faults,
+        and ``peer_gone`` where its peer's implementation is dead (failed or crashed); with
+        failing posts and polls explored, a poll failure in a CQ wait and a refused post at
+        the first work request of a step of its own that posts; and a step of its own where it
+        has one. None for an implementation without ``next_step``."""
+        steps = [getattr(impl, "next_step", None) for impl in impls]
+        if None in steps:
+            return
+        now = [step() for step in steps]
+        for r in (0, 1):
+            yield from self._rank_reactions(impls[r], s, r, now[r], now[1 - r] == DEAD)
+
+    def _rank_reactions(self, impl: GateImpl, s: GateState, r: int, step: str,
+                        peer_dead: bool) -> Iterator[Reaction]:
+        """Rank ``r``'s reactions (see ``reactions``), its driver's next step being ``step``."""
+        cfg = self.system.params
+        failures = cfg.faults and cfg.post_failures
+        view = impl.view()
+        to_read = bool(s.fabric.tcp[1 - r])
+        waiting = step == POLL or (step == READ and not to_read)
+        where = f" {_wait(view.phase, view)}" if waiting else ""
+
+        def of(action: str, how: str, *more: Any, group: frozenset[str] = frozenset()
+               ) -> Reaction:
+            return Reaction(action, (r, *more), f"{how}{where}", r, view.phase, group)
+
+        if step == POLL and s.fabric.qps[r].cq:
+            yield of(REAP, "report the completions its CQ holds")
+        if step == READ and to_read:
+            yield of(A_READ, f"read {s.fabric.tcp[1 - r][0].describe()}", group=READ_GROUP)
+        if waiting and cfg.faults:
+            yield of(TIMEOUT, "time out")
+        if waiting and peer_dead:
+            yield of(PEER_GONE, "fail with peer gone")
+        if step == POLL and failures:
+            yield of(POLL_FAIL, "fail a poll of its CQ")
+        if step == ADVANCE:
+            yield of(OWN_STEP, "take a step of its own", group=self.own)
+            if failures:
+                yield of(POST_FAIL, "have its step's first post refused", 0)
+
+    @property
+    def own(self) -> frozenset[str]:
+        """The spec's steps a rank takes on its own (``advance``)."""
+        kept = self.__dict__.get("_own")
+        if kept is None:
+            kept = self.__dict__["_own"] = frozenset(
+                a.name for a in self.system.actions if a.name not in NOT_OWN)
+        return kept
+
+    def taken(self, impls: Sequence[GateImpl], s: GateState, r: Reaction) -> str | None:
+        """The reaction ``r`` tried on a copy of its rank's implementation in ``s``: what it
+        did, in words (ds4's text where it failed), or None where it refused the step (an
+        engine that raises on it, or a step that posts nothing to refuse)."""
+        impl = copy.deepcopy(impls[r.rank])
+        peer = 1 - r.rank
+        try:
+            if r.action == REAP:
+                asked = impl.poll_size()
+                cq = s.fabric.qps[r.rank].cq
+                out = impl.completions(tuple(_completion(c) for c in cq[:asked]))
+            elif r.action == A_READ:
+                out = impl.tcp_read(s.fabric.tcp[peer][0])
+            elif r.action == TIMEOUT:
+                out = impl.timeout()
+            elif r.action == PEER_GONE:
+                out = impl.peer_closed()
+            elif r.action == POLL_FAIL:
+                out = impl.poll_failed()
+            elif r.action == POST_FAIL:
+                step = impl.advance()
+                if not (step.recvs or step.sends):
+                    return None
+                out = impl.post_failed(0)
+            else:
+                out = impl.advance()
+        except Exception:   # the implementation does not take this step here
+            return None
+        said = f": {out.result!r}" if out.result else ""
+        return f"{r.how} (rank {r.rank} in phase {r.phase}{said})"
 
     def reached(self, s: GateState) -> dict[str, int]:
         """How far a run got, by the system's depth measures."""

@@ -25,6 +25,7 @@ from typing import Any
 from verbspec.spec.lts import Action, Trace, TraceStep, start_trace
 
 CONFORMANCE = "conformance"    # a trace's violation when an implementation differed
+REACTION = "reaction"    # a mismatch's field: a reaction of the implementation's the spec lacks
 SHRINK_SECONDS = 30.0    # the longest a mismatching random run is reduced for
 VARIANT_PREFIX = "variant:"
 REFERENCE = "refimpl"
@@ -42,8 +43,72 @@ class Mismatch:
 
     def __str__(self) -> str:
         call = ", ".join(f"{k}={v}" for k, v in self.args.items())
+        if self.what.startswith(REACTION):
+            return (f"step {self.step} {self.action}({call}): the implementation would "
+                    f"{self.actual}; the spec offers no such step ({self.expected} is not "
+                    f"enabled)")
         return (f"step {self.step} {self.action}({call}): {self.what}: the spec has "
                 f"{self.expected!r}, the implementation {self.actual!r}")
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """What an implementation would do next by its own state, whatever the world does next
+    (a completion it would report, a failure it would raise), named as the spec's step it
+    would be: ``action`` with ``args``, or, where ``group`` is given, any action of the group
+    with ``args`` (a TCP read, a step of a rank's own). ``how`` says it in words, for the
+    mismatch; ``rank`` and ``phase`` name where (-1 and "" for a whole job's)."""
+
+    action: str
+    args: tuple
+    how: str
+    rank: int = -1
+    phase: str = ""
+    group: frozenset[str] = frozenset()
+
+    def step(self, params: Sequence[str]) -> str:
+        """The spec's step it would be, as a mismatch names it (a group's: the group's name
+        and the rank)."""
+        if self.group:
+            return f"{self.action} of rank {self.rank}"
+        call = ", ".join(f"{p}={v}" for p, v in zip(params, self.args, strict=False))
+        return f"{self.action}({call})"
+
+
+def _actions(system: Any) -> dict[str, Action]:
+    """``system``'s actions by name, kept on the system while its action list is the same."""
+    kept = getattr(system, "_actions_by_name", None)
+    if kept is None or kept[0] is not system.actions:
+        kept = (system.actions, {a.name: a for a in system.actions})
+        system._actions_by_name = kept
+    return kept[1]
+
+
+def unoffered(system: Any, s: Any, reactions: Iterable[Reaction],
+              taken: Callable[[Reaction], str | None]) -> tuple[str, Any, Any] | None:
+    """The second direction of lockstep: of the ``reactions`` an implementation has in ``s``
+    (its own reading of its state), the first the spec does not offer there, as a difference
+    (``REACTION`` and the step, the spec's step that is not enabled, what the implementation
+    would do). ``taken(reaction)`` tries a reaction the spec does not offer on a copy of the
+    implementation: what it did in words, or None where it refused the step (then it is not
+    one of its reactions after all)."""
+    table = _actions(system)
+    enabled: dict[str, list[tuple]] = {}
+
+    def offers(name: str, args: tuple) -> bool:
+        if name not in enabled:
+            enabled[name] = list(table[name].enabled(s)) if name in table else []
+        return args in enabled[name]
+
+    for r in reactions:
+        if any(offers(name, r.args) for name in (r.group or {r.action})):
+            continue
+        how = taken(r)
+        if how is not None:
+            a = table.get(r.action)
+            step = r.step(a.params if a is not None else ())
+            return f"{REACTION} {step}", step, how
+    return None
 
 
 @dataclass

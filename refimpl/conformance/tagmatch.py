@@ -27,6 +27,7 @@ saying why. ``refimpl.bindings.ucx_tagmatch`` is one: UCX's own tag matching.
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields
@@ -38,7 +39,9 @@ from verbspec.refimpl.conformance.lockstep import (
     ConformanceReport,
     Harness,
     Planned,
+    Reaction,
     Run,
+    unoffered,
 )
 from verbspec.refimpl.conformance.random_runs import Swarm, conform_runs
 from verbspec.refimpl.engines.observes import EMITTED_FIELDS, Observes
@@ -55,6 +58,7 @@ from verbspec.spec import fabric as fb
 from verbspec.spec.actions import name_of
 from verbspec.spec.lts import Action
 from verbspec.spec.tagmatch import offload as off
+from verbspec.spec.tagmatch import state as stages
 from verbspec.spec.tagmatch.state import Params, State, StepObs, sender_qp
 from verbspec.spec.tagmatch.system import TagMatchSystem, build
 
@@ -252,7 +256,42 @@ class TagmatchHarness(Harness):
             want, have = self.own_steps(post), frozenset(ready())
             if want != have:
                 return "own steps ready", sorted(want), sorted(have)
-        return None
+            return None
+        return unoffered(self.system, post, self.reactions(view),
+                         lambda r: self.taken(impl, r))
+
+    def reactions(self, view: Any) -> Iterator[Reaction]:
+        """The steps of its own progress an implementation without ``ready()`` would take
+        now, read off its own view: the READ of each rendezvous message it matched
+        (``stage`` NEED_READ), the completion of each READ it runs (READING, FIN_EARLY), the
+        FIN of each READ done (READ_DONE), and with offload the NIC's oldest op (``ops``),
+        software's handling of the NIC's oldest completion (``cq``) and its unexpected count
+        sent to the NIC when the count it last sent is behind (``counts``)."""
+        for mid, st in enumerate(view.stage):
+            if st == stages.NEED_READ:
+                yield Reaction(READ, (mid,), f"start the READ of rendezvous message {mid}")
+            if st in (stages.READING, stages.FIN_EARLY):
+                yield Reaction(READ_DONE, (mid,), f"complete the READ of message {mid}")
+            if st == stages.READ_DONE:
+                yield Reaction(FIN, (mid,), f"send the FIN of message {mid}")
+        if view.ops:
+            yield Reaction(HW_OP, (), f"have the NIC execute its oldest op {view.ops[0]}")
+        if view.cq:
+            yield Reaction(SW_COMPLETE, (), f"handle the NIC's oldest completion {view.cq[0]}")
+        sw_count, sent_count = view.counts[:2]
+        if sent_count < sw_count:
+            yield Reaction(SW_SYNC, (), f"send the NIC its unexpected count {sw_count} "
+                                        f"(last sent {sent_count})")
+
+    @staticmethod
+    def taken(impl: TagImpl, r: Reaction) -> str | None:
+        """The reaction ``r`` tried on a copy of the implementation: what it did, in words, or
+        None where it refused the step."""
+        try:
+            getattr(copy.deepcopy(impl), _CALLS[r.action][0])(*r.args)
+        except Exception:   # the implementation does not take this step now
+            return None
+        return r.how
 
     def own_steps(self, s: State) -> frozenset[tuple[str, tuple]]:
         """The steps of the receiver's own progress the spec has enabled in ``s``, as the
