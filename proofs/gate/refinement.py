@@ -7,7 +7,10 @@ windows, every fault action, every variant the model encodes) every reachable st
 spec is visited breadth-first and every enabled (state, action) edge is checked: alpha(pre) ->
 alpha(post) satisfies the model's move for that action, and the model's property verdicts at
 alpha(post) are the spec's. The abstraction is defined up to the first state an invariant
-rejects, so such a state is checked but not expanded.
+rejects, so such a state is checked but not expanded. And conversely: from every abstract state
+reached, each move of the model that takes no choice and whose guard holds there must be a step
+some spec state behind it offers, so that a spec which stops offering a behaviour the model
+(and the implementations) have is caught too ("the model allows X; the spec no longer does").
 
 A passing check is cached under a digest of the source it imports (the spec and the model's
 moves, not the induction), so an unchanged spec and model pay for it once; a divergence is
@@ -34,7 +37,7 @@ import z3
 
 from verbspec.proofs.evaluator import Evaluator, compile_terms
 from verbspec.proofs.gate.abstraction import alpha, no_choices, step_choices, value_terms
-from verbspec.proofs.gate.moves import move
+from verbspec.proofs.gate.moves import action_move, move
 from verbspec.proofs.gate.parameters import params_of
 from verbspec.proofs.gate.properties import CONSEQUENCES, PROPERTIES
 from verbspec.proofs.gate.terms import fresh_choice, fresh_params, fresh_state
@@ -124,6 +127,19 @@ class CompiledModel:
         self.props = compile_terms(
             [z3.simplify(z3.substitute(props[n](t, prm), *ppairs)) for n in self.names],
             [v for _, v in t.items()])
+        # the converse direction: the guard of every move that takes no choice, for each
+        # rank, at one abstract state (all compiled into one evaluator)
+        self.guarded = [(a.name, r) for a in self.system.actions if a.name not in CHOOSING
+                        for r in (0, 1)]
+        self.guards = compile_terms(
+            [z3.simplify(z3.substitute(action_move(n, r, s, prm, ch).guard, *ppairs))
+             for n, r in self.guarded], [v for rec in (s, ch) for _, v in rec.items()])
+
+    def allowed(self, values: list[Any]) -> list[tuple[str, int]]:
+        """The moves (action, rank) the model allows from an abstract state: those whose
+        guard holds there (the moves that take no choice)."""
+        return [m for m, ok in zip(self.guarded, self.guards(values + self.no_choice),
+                                   strict=True) if ok]
 
     def move(self, name: str, r: int) -> Evaluator:
         if (name, r) not in self.moves:
@@ -208,15 +224,24 @@ def check_config(values: Mapping[str, Any], variants: Sequence[str] = (), max_fa
     # a node is a state and the fault actions taken to reach it (at most max_faults)
     parent: dict[Any, Any] = {(init, 0): None}
     frontier, edges, taken = [(init, 0)], 0, set()
+    # the converse direction: per abstract state, the (action, rank) steps some spec state
+    # behind it offers (fault steps whatever the run's fault count), and one node behind it
+    offered: dict[tuple[Any, ...], set[tuple[str, int]]] = {}
+    behind: dict[tuple[Any, ...], Any] = {}
     while frontier:
         nxt = []
         for node in frontier:
             pre, faults = node
-            a_pre = view(pre).values
+            v_pre = view(pre)
+            a_pre = v_pre.values
+            key_pre = tuple(a_pre)
+            here = offered.setdefault(key_pre, set())
+            behind.setdefault(key_pre, node)
             for act in acts:
-                if act.fault and faults >= max_faults:
-                    continue
                 for args in act.enabled(pre):
+                    here.add((act.name, args[0]))
+                    if act.fault and faults >= max_faults:
+                        continue
                     post, obs = act.apply(pre, *args)
                     edges += 1
                     taken.add(act.name)
@@ -237,6 +262,21 @@ def check_config(values: Mapping[str, Any], variants: Sequence[str] = (), max_fa
                         raise RuntimeError(f"refinement configuration {dict(values)} "
                                            f"{list(variants)} has over {MAX_STATES} states")
         frontier = nxt
+    names = {a.name for a in acts}
+    for key_pre, here in offered.items():
+        if not view(behind[key_pre][0]).spec_ok:
+            continue            # the abstraction ends at a state an invariant rejects
+        extra = [(n, r) for n, r in model.allowed(list(key_pre))
+                 if n in names and (n, r) not in here]
+        if extra:
+            n, r = extra[0]
+            phase = behind[key_pre][0].ranks[r].phase
+            bad = (f"the model allows {n} (rank {r}, in phase {phase}) from a reachable state "
+                   f"where the spec no longer does: no spec state behind that abstract state "
+                   f"offers it")
+            trace = _path(parent, system, behind[key_pre], variants)
+            trace.violation, trace.message = DIVERGENCE, bad
+            return len(parent), edges, taken, bad, trace
     return len(parent), edges, taken, None, None
 
 

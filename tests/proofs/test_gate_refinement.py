@@ -149,6 +149,34 @@ def test_a_planted_repost_bug_leaves_nothing_proved(repost_one_too_far, tmp_path
     assert "replay disagrees with the trace" in capsys.readouterr().out
 
 
+def test_a_spec_that_stops_offering_a_step_the_model_has_is_caught(monkeypatch):
+    """The converse direction: the peer-death check removed from the completion waits (the
+    spec no longer offers peer_gone while a rank reaps), which no spec step shows."""
+    from dataclasses import replace
+
+    from verbspec.spec.gate.state import REAP_PHASES
+    from verbspec.spec.gate.steps import GateSpec
+
+    real = GateSpec.do_peer_gone
+    guard = real.__action__.guard
+
+    def no_wait(self, s):
+        return ((r,) for (r,) in guard(self, s) if s.ranks[r].phase not in REAP_PHASES)
+
+    def planted(self, s, r):
+        return real(self, s, r)
+
+    planted.__action__ = replace(real.__action__, step=planted, guard=no_wait)
+    monkeypatch.setattr(GateSpec, "do_peer_gone", planted)
+    # a crash, then the peer waiting on its completions: two faults in one decode gate
+    config = ({**refinement.TWO, "ops": 1, "big_gates": 0, "faults": 1}, (), 2)
+    ref = refinement.check([config], workers=1)
+    assert ref.divergence is not None, "the converse check missed a step the spec dropped"
+    assert "the model allows peer_gone (rank" in ref.divergence
+    assert "where the spec no longer does" in ref.divergence
+    assert ref.trace is not None and ref.trace.violation == DIVERGENCE
+
+
 def test_a_model_that_forgets_uc_drops_diverges(forgetful_deliver):
     ref = refinement.check([({"window": 1, "vec_bytes": 100, "big_gates": 0, "faults": 0,
                               "ops": 3}, (), 0)], workers=1)
