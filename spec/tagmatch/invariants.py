@@ -27,6 +27,18 @@ from verbspec.spec.tagmatch.state import (
 )
 
 
+def _mpi_matches(r: tm.Recv, m: tm.Msg) -> bool:
+    """MPI's matching rule, stated here apart from the list engine's ``envelope_matches``
+    that the invariants judge (MPI 4.1, section 3.2.4): a receive matches a message of its own
+    communicator whose source is the receive's or any (MPI_ANY_SOURCE), and whose tag is the
+    receive's or any (MPI_ANY_TAG); the communicator is never a wildcard."""
+    if r.comm != m.comm:
+        return False
+    source_fits = r.src == m.src or r.src == tm.ANY
+    tag_fits = r.tag == m.tag or r.tag == tm.ANY
+    return source_fits and tag_fits
+
+
 class Judged(Protocol):
     """What the invariants read of the system they judge."""
 
@@ -55,17 +67,17 @@ class TagMatchInvariants:
         for rid, mid in obs.matches:
             m, r = post.msgs[mid], post.recvs[rid]
             for rid2 in range(rid):
-                if post.status[rid2] == PENDING and tm.envelope_matches(post.recvs[rid2], m):
+                if post.status[rid2] == PENDING and _mpi_matches(post.recvs[rid2], m):
                     return (f"message m{mid} went to receive r{rid} while the earlier posted "
                             f"receive r{rid2} that also matches it is still pending")
             for mid2 in post.arrived[:order.get(mid, len(post.arrived))]:
-                if mid2 not in taken and tm.envelope_matches(r, post.msgs[mid2]):
+                if mid2 not in taken and _mpi_matches(r, post.msgs[mid2]):
                     return (f"receive r{rid} took message m{mid} while m{mid2}, which "
                             f"arrived earlier and matches it, is still unexpected")
         if obs.probe is not None:
             (comm, src, tag), got = obs.probe
             want = next((mid for mid in post.arrived if mid not in taken and
-                         tm.envelope_matches(tm.Recv(None, comm, src, tag, 0),
+                         _mpi_matches(tm.Recv(None, comm, src, tag, 0),
                                              post.msgs[mid])), None)
             if got != want:
                 return (f"probe({comm}, {src}, {tag}) named m{got} but a receive posted now "
@@ -84,7 +96,7 @@ class TagMatchInvariants:
             r = post.recvs[rid]
             for mid2 in range(mid - mid % M, mid):
                 m2 = post.msgs[mid2]
-                if mid2 not in taken and tm.envelope_matches(r, m2):
+                if mid2 not in taken and _mpi_matches(r, m2):
                     return (f"sender {m2.src}'s message m{mid} overtook its earlier m{mid2}: "
                             f"both match receive r{rid}, which took m{mid}")
         return None
@@ -160,7 +172,7 @@ class TagMatchInvariants:
                 if st != PENDING:
                     continue
                 for m in unexp:
-                    if tm.envelope_matches(s.recvs[rid], m):
+                    if _mpi_matches(s.recvs[rid], m):
                         return (f"receive r{rid} and unexpected message m{m.id} match "
                                 f"each other but nothing is left to bring them together")
         return None
