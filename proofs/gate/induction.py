@@ -49,7 +49,7 @@ from verbspec.proofs.gate.vocabulary import (
     State,
 )
 from verbspec.proofs.gate.widening import post_state, widened
-from verbspec.proofs.report import Obligation, Result
+from verbspec.proofs.report import DRIFTED, Obligation, Result
 from verbspec.proofs.solving import Answer, Limit, Solvers, default_workers, limit_of, query
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.gate.params import RANK1_OWN, GateConfig
@@ -467,8 +467,9 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
         path = (save_counterexample(ref.trace, trace_dir, "prove")
                 if ref.trace is not None and trace_dir is not None else None)
         detail = (f"the z3 model no longer matches the executable spec, so nothing is proved "
-                  f"until it does: {ref.divergence}")
-        return [Result(n, "gate", "prove", "inconclusive", "not proved", ref.seconds, path,
+                  f"until it does (the proof is void: the spec or the model changed): "
+                  f"{ref.divergence}")
+        return [Result(n, "gate", "prove", DRIFTED, "not proved", ref.seconds, path,
                        detail) for n in INVARIANTS]
     lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
     lemma_s = sum(found[n].seconds for n in LEMMAS)

@@ -1,6 +1,6 @@
 """The z3 model checked against the executable spec before it proves anything: every edge of
 small configurations, the compiled evaluator that makes that affordable, the cache, and a
-planted bug in the spec that must turn every `proved` into `inconclusive`."""
+planted bug in the spec that must turn every `proved` into `drifted`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from verbspec.proofs.gate.abstraction import alpha, evaluate, step_choices, valu
 from verbspec.proofs.gate.parameters import params_of
 from verbspec.proofs.gate.terms import fresh_choice, fresh_params, fresh_state
 from verbspec.proofs.gate.vocabulary import ACTIONS
-from verbspec.proofs.report import DIVERGENCE
+from verbspec.proofs.report import DIVERGENCE, DRIFTED
 from verbspec.refimpl.cli.main import main
 from verbspec.spec.gate.system import (
     BATCH_ACTIONS,
@@ -136,7 +136,7 @@ def test_a_planted_repost_bug_leaves_nothing_proved(repost_one_too_far, tmp_path
     monkeypatch.setattr(induction, "default_workers", lambda: 1)
     results = induction.prove({}, trace_dir=tmp_path)
     assert [r.invariant for r in results] == list(INVARIANTS)
-    assert all(r.verdict == "inconclusive" for r in results)
+    assert all(r.verdict == DRIFTED for r in results)
     assert "no longer matches the executable spec" in results[0].detail
     assert "deliver(1,) is not a step of the model" in results[0].detail
     assert results[0].trace and DIVERGENCE in results[0].trace
