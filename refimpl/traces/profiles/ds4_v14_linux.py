@@ -16,6 +16,7 @@ from typing import Any
 
 from verbspec.refimpl.traces.profiles.common import (
     Device,
+    Placement,
     Profile,
     ProfileError,
     Region,
@@ -331,7 +332,8 @@ def _check_setup(a: _Rank, b: _Rank) -> None:
                                 f"setup writes RDMA_INFO, RDMA_READY, RDMA_POSTED, RDMA_WARM "
                                 f"({RDMA_INFO}, {RDMA_READY}, {RDMA_POSTED}, {RDMA_WARM}; "
                                 f"{cite('tp_info', 'tp_ready', 'tp_posted', 'tp_warm')})")
-        (iline, _, info), (_, _, ready), (pline, _, posted), (wline, _, warm) = me.frames[:4]
+        (iline, _, info), (rline, _, ready), (pline, _, posted), (wline, _, warm) = \
+            me.frames[:4]
         if len(info) != INFO_BYTES or le(info, 0, 8) != slab.base or \
                 le(info, 8, 4) != me.mr.data["rkey"] or le(info, 12, 4) != me.qp.data["qp_num"]:
             raise ProfileError(f"{rec.path} line {iline}: its RDMA_INFO does not name its slab "
@@ -340,9 +342,12 @@ def _check_setup(a: _Rank, b: _Rank) -> None:
         if info[43] != 1:
             raise ProfileError(f"{rec.path} line {iline}: its RDMA_INFO says reliable "
                                f"{info[43]}; ds4 on Linux runs RC ({cite('tp_info')})")
-        if ready or posted != POSTED_TAG.to_bytes(4, "little") or warm != (1).to_bytes(4,
-                                                                                 "little"):
-            raise ProfileError(f"{rec.path} line {wline if ready == b'' else pline}: the ready "
+        bad = [line for line, got, want in ((rline, ready, b""),
+                                            (pline, posted, POSTED_TAG.to_bytes(4, "little")),
+                                            (wline, warm, (1).to_bytes(4, "little")))
+               if got != want]
+        if bad:
+            raise ProfileError(f"{rec.path} line {bad[0]}: the ready "
                                f"barrier or the warm-up's frames are not ds4's (RDMA_READY "
                                f"empty, RDMA_POSTED 0xfeed, RDMA_WARM 1; "
                                f"{cite('tp_ready', 'tp_posted', 'tp_warm')})")
@@ -380,7 +385,7 @@ def _check_warm(rk: _Rank) -> None:
         raise at(rec, first, f"a post or poll of the protocol before the warm-up ended ({why})")
 
 
-def _place(rk: _Rank):   # noqa: ANN202 - a Placement
+def _place(rk: _Rank) -> Placement:
     """Where a work request goes in the spec: by the slab region its SGE lies in and by its
     wr_id's tag (batch-in and batch-out hold both the big gate's staging and the verify
     block's rows)."""
