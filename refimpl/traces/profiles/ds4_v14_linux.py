@@ -452,7 +452,7 @@ def _data_items(rk: _Rank, s: Stream, sizes: list[int], depth: int, peer_headers
     the other rank's headers (a header that matches its counterpart is big gate k, as ds4
     checks)."""
     out, i, k, data, rec = [], 0, 0, s.data, rk.rec
-    mine = _headers(s.data)
+    mine = [h for _, h in _headers(s)]
     while i < len(data):
         if le(data, i, 4) == BATCH_MAGIC and len(data) - i >= GATE_HEADER_BYTES:
             gate, seq = le(data, i + 6, 2), le(data, i + 8, 8)
@@ -476,13 +476,14 @@ def _data_items(rk: _Rank, s: Stream, sizes: list[int], depth: int, peer_headers
     return out
 
 
-def _headers(data: bytearray) -> list[bytes]:
-    """Every DS4B header a data stream holds, whole (barrier bytes are single bytes that never
-    begin one: 0x42 would be a big gate's 66th window, followed by 0x43)."""
-    out, i = [], 0
+def _headers(s: Stream) -> list[tuple[int, bytes]]:
+    """Every DS4B header a data stream holds, whole, with the line its first byte came in
+    (barrier bytes are single bytes that never begin one: 0x42 would be a big gate's 66th
+    window, followed by 0x43)."""
+    out, i, data = [], 0, s.data
     while i < len(data):
         if le(data, i, 4) == BATCH_MAGIC and len(data) - i >= GATE_HEADER_BYTES:
-            out.append(bytes(data[i:i + GATE_HEADER_BYTES]))
+            out.append((s.lines[i], bytes(data[i:i + GATE_HEADER_BYTES])))
             i += GATE_HEADER_BYTES
         else:
             i += 1
@@ -492,15 +493,7 @@ def _headers(data: bytearray) -> list[bytes]:
 def _big_sizes(rk: _Rank) -> list[int]:
     """Each big gate's size in chunks: the BULK-tagged receives the rank posted after its
     header, until its next header."""
-    header_lines = []
-    s = rk.data.out
-    i = 0
-    while i < len(s.data):
-        if le(s.data, i, 4) == BATCH_MAGIC and len(s.data) - i >= GATE_HEADER_BYTES:
-            header_lines.append(s.lines[i])
-            i += GATE_HEADER_BYTES
-        else:
-            i += 1
+    header_lines = [line for line, _ in _headers(rk.data.out)]
     sizes = []
     for k, line in enumerate(header_lines):
         end = header_lines[k + 1] if k + 1 < len(header_lines) else None
@@ -590,7 +583,7 @@ def ranks(recs: list[Recording], params: Mapping[str, Any]) -> tuple[RankTrace, 
                            f"models (depth-mismatch) only for the explored case of rank 1's "
                            f"at chain_max; this profile maps equal depths ({cite('tp_depths')})")
     sizes = [_big_sizes(a), _big_sizes(b)]
-    heads = [_headers(a.data.out.data), _headers(b.data.out.data)]
+    heads = [[h for _, h in _headers(rk.data.out)] for rk in (a, b)]
     out = []
     for r, rk in enumerate((a, b)):
         peer = (a, b)[1 - r]
