@@ -455,12 +455,14 @@ def arguments(b: Parser) -> None:
                         "above 16384), and ibv_uc_pingpong's -s")
     v.add_argument("--record", action="store_true",
                    help="instead: the gate pair without and with the raw verbs recorder "
-                        "(verbspec trace record), alternating; the ratio of their medians")
+                        "(verbspec trace record), in alternating order (ABBA); the ratio of "
+                        "their medians")
     v.add_argument("--json", action="store_true",
                    help='print {"gates", "reps", "bytes_each_way", "rows", "gate_us", '
                         '"gate_p50_us", "pingpong_us", "ratio", "seconds", "boot_s"} (with '
-                        '--record: "unrecorded_us", "recorded_us", "ratio_per_rep_median" '
-                        'in place of the gate and pingpong figures)')
+                        '--record: "unrecorded_us", "recorded_us", "ratio_per_rep_median", '
+                        '"unrecorded_p50_us", "recorded_p50_us", "p50_ratio", '
+                        '"p50_ratio_per_rep_median" in place of the gate and pingpong figures)')
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

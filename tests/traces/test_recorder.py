@@ -357,3 +357,16 @@ def test_lines_batched_are_on_disk_when_the_process_leaves_without_an_end(librar
     assert not f.ended and events[-1]["ev"] != "end"
     sent = [e for e in events if e["ev"] == "tcp" and e["dir"] == "out"]
     assert bytes.fromhex(sent[0]["data"]) == b"before"
+
+
+def test_the_cost_bench_alternates_which_run_of_a_repetition_goes_first():
+    """``bench verbs --record`` runs its pairs ABBA: a load that drifts over the guest command
+    favours neither the recorded nor the unrecorded runs."""
+    lines = rr.RecordBench(gates=10, reps=4).lines(Path("/g/verbs_gate"), Path("/g/rec.so"))
+
+    def first(tag: str) -> int:
+        return next(i for i, line in enumerate(lines) if tag in line)
+
+    assert [first(f"plain{i}") < first(f"rec{i}") for i in range(4)] == [True, False,
+                                                                          True, False]
+    assert sum("LD_PRELOAD" in line for line in lines) == 8   # both ranks of each recorded pair
