@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -50,7 +49,7 @@ from verbspec.proofs.gate.vocabulary import (
 )
 from verbspec.proofs.gate.widening import post_state, widened
 from verbspec.proofs.report import DRIFTED, Obligation, Result
-from verbspec.proofs.solving import Answer, Limit, Solvers, default_workers, limit_of, query
+from verbspec.proofs.solving import Answer, Limit, Solvers, limit_of, query
 from verbspec.proofs.traces import save_counterexample
 from verbspec.spec.gate.params import RANK1_OWN, GateConfig
 from verbspec.spec.gate.variants import NO_SEQ_CHECK, SIGNAL_LAST_ONLY
@@ -417,20 +416,6 @@ def out_of_scope(cfg: GateConfig, variants: Sequence[str] = ()) -> str | None:
     return f"the z3 model covers {SCOPE}; this configuration has {', '.join(outside)}"
 
 
-@contextmanager
-def _refinement_alongside() -> Iterator[Future[refinement.Refinement]]:
-    """The refinement check, started: in a thread while the caller proves, where it has
-    worker processes of its own; with one core it would check in this process, whose z3 is
-    not thread-safe, so it is done first."""
-    if default_workers() < 2:
-        done: Future[refinement.Refinement] = Future()
-        done.set_result(refinement.check(cache=refinement.cache_dir()))
-        yield done
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="verbspec-refinement") as pool:
-        yield pool.submit(refinement.check, cache=refinement.cache_dir())
-
-
 def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
           progress: Callable[[str], None] | None = None, trace_dir: Path | None = None,
           solver_limit: int | None = None) -> list[Result]:
@@ -451,18 +436,10 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
         return [Result(n, "gate", "prove", "inconclusive", "not proved", 0.0, None, why)
                 for n in INVARIANTS]
     # a proof about the model says something of the spec only while the model matches it:
-    # the check runs beside the induction and no verdict is given before it has passed
+    # the check comes first, and a model that drifted stops the proof before any induction
     if progress:
-        progress("checking the model against the spec, and proving")
-    with _refinement_alongside() as pending:
-        # the workload stays symbolic: the proof covers every ops, hence every seq below the
-        # tags
-        prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
-        # (a check already done, on one core, that diverged spares the induction)
-        diverged = pending.done() and pending.result().divergence is not None
-        found = {} if diverged else houdini(prm, domain, (cfg.chunks,), limit_of(solver_limit),
-                                            progress=progress)
-        ref = pending.result()
+        progress("checking the model against the spec")
+    ref = refinement.check(cache=refinement.cache_dir())
     if ref.divergence is not None:
         path = (save_counterexample(ref.trace, trace_dir, "prove")
                 if ref.trace is not None and trace_dir is not None else None)
@@ -471,6 +448,11 @@ def prove(values: Mapping[str, Any], variants: Sequence[str] = (), *,
                   f"{ref.divergence}")
         return [Result(n, "gate", "prove", DRIFTED, "not proved", ref.seconds, path,
                        detail) for n in INVARIANTS]
+    if progress:
+        progress("the model matches the spec; proving")
+    # the workload stays symbolic: the proof covers every ops, hence every seq below the tags
+    prm = replace(param_terms(params_of(cfg, variants)), ops=z3.BitVec("ops", 64))
+    found = houdini(prm, domain, (cfg.chunks,), limit_of(solver_limit), progress=progress)
     lemmas = [n for n in LEMMAS if found[n].verdict == "proved"]
     lemma_s = sum(found[n].seconds for n in LEMMAS)
     bound = ("every reachable state, every workload of 1 <= ops < 2^61 gates per rank (z3 "

@@ -128,12 +128,16 @@ def test_a_pass_is_cached_under_the_source_digest(tmp_path):
 
 def test_a_planted_repost_bug_leaves_nothing_proved(repost_one_too_far, tmp_path, capsys):
     monkeypatch = repost_one_too_far
-    # in this process (the plant is not in the source a worker would import), uncached, and
-    # so before the induction, not beside it (this process's z3 is not thread-safe)
+    # in this process (the plant is not in the source a worker would import), uncached; the
+    # divergence stops prove before any induction
     check = refinement.check
     monkeypatch.setattr(refinement, "check",
                         lambda **kw: check(refinement.CONFIGS[:1], workers=1, cache=None))
-    monkeypatch.setattr(induction, "default_workers", lambda: 1)
+
+    def no_induction(*args, **kwargs):
+        raise AssertionError("the induction ran on a model that drifted from the spec")
+
+    monkeypatch.setattr(induction, "houdini", no_induction)
     results = induction.prove({}, trace_dir=tmp_path)
     assert [r.invariant for r in results] == list(INVARIANTS)
     assert all(r.verdict == DRIFTED for r in results)
