@@ -42,13 +42,43 @@ class Mismatch:
     actual: Any
 
     def __str__(self) -> str:
+        """One line: lists longer than LONG_LIST summarised (``full`` has them whole)."""
+        return self._text(summarise=True)
+
+    def full(self) -> str:
+        """Every item of both sides, as a trace's message keeps it."""
+        return self._text(summarise=False)
+
+    def _text(self, summarise: bool) -> str:
         call = ", ".join(f"{k}={v}" for k, v in self.args.items())
         if self.what.startswith(REACTION):
             return (f"step {self.step} {self.action}({call}): the implementation would "
                     f"{self.actual}; the spec offers no such step ({self.expected} is not "
                     f"enabled)")
-        return (f"step {self.step} {self.action}({call}): {self.what}: the spec has "
-                f"{self.expected!r}, the implementation {self.actual!r}")
+        short = _long_lists(self.expected, self.actual) if summarise else None
+        return (f"step {self.step} {self.action}({call}): {self.what}: "
+                f"{short or f'the spec has {self.expected!r}, the implementation {self.actual!r}'}")
+
+
+LONG_LIST = 8    # a mismatch's line summarises lists longer than this
+
+
+def _long_lists(expected: Any, actual: Any) -> str | None:
+    """Two lists of which one is long, said in one clause: their lengths and the first item
+    that differs (None for anything else)."""
+    if not (isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple))):
+        return None
+    if max(len(expected), len(actual)) <= LONG_LIST:
+        return None
+    both = min(len(expected), len(actual))
+    k = next((i for i in range(both) if expected[i] != actual[i]), both)
+
+    def item(seq: Sequence[Any]) -> str:
+        return repr(seq[k]) if k < len(seq) else "nothing"
+
+    return (f"the spec has {len(expected)} items, the implementation {len(actual)}; the first "
+            f"to differ is item {k + 1}: the spec's {item(expected)}, the implementation's "
+            f"{item(actual)} (both lists whole in the trace)")
 
 
 @dataclass(frozen=True)
@@ -213,7 +243,7 @@ def lockstep(system: Any, s0: Any, impl: Any, step: StepCheck, choose: Chooser,
         diff = step(impl, s, a.name, args, post, obs)
         if diff is not None:
             out.mismatch = Mismatch(i, a.name, named, *diff)
-            out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+            out.trace.violation, out.trace.message = CONFORMANCE, out.mismatch.full()
             return out
         s, i = post, i + 1
     out.reached = reached(s)
@@ -254,7 +284,7 @@ def every_edge(system: Any, s0: Any, impl0: Any, step: StepCheck,
                     named = dict(zip(a.params, args, strict=True))
                     out.mismatch = Mismatch(depth + 1, a.name, named, *diff)
                     out.trace = first_path(system, parent, node, (a.name, args, post, obs))
-                    out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                    out.trace.violation, out.trace.message = CONFORMANCE, out.mismatch.full()
                     return out
                 if nxt not in parent:
                     parent[nxt] = (node, a.name, args, post, obs)
@@ -292,7 +322,7 @@ def every_path(system: Any, s0: Any, impl0: Any, step: StepCheck, depth: int,
                 named = dict(zip(a.params, args, strict=True))
                 out.mismatch = Mismatch(len(path), a.name, named, *diff)
                 out.trace = path_trace(system, path)
-                out.trace.violation, out.trace.message = CONFORMANCE, str(out.mismatch)
+                out.trace.violation, out.trace.message = CONFORMANCE, out.mismatch.full()
                 return True
             if len(path) < depth and walk(post, mine, faults + a.fault):
                 return True
