@@ -10,6 +10,7 @@ import multiprocessing
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -131,8 +132,7 @@ def _covered(res: SearchResult) -> int:
 
 
 def _proved(results: list[Result]) -> list[Result]:
-    return [Result(r.invariant, r.protocol, r.method, "proved", r.bound, r.seconds)
-            for r in results]
+    return [replace(r, verdict="proved") for r in results]
 
 
 @dataclass(frozen=True)
@@ -200,6 +200,14 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
     otherwise its bound says what the searches ruled out."""
     n1 = _covered(res)
     breaks = f"breaks {target}" if target else "breaks an invariant"
+    taken = Counter(res.actions)
+
+    def results(bound: str, seconds: float, violation: InvariantViolation | None,
+                violated_bound: str | None = None) -> list[Result]:
+        # every phase's rows carry the actions the searches so far took
+        return _results(system, "bmc", bound, seconds, violation, opts, variants,
+                        violated_bound, {"actions": dict(sorted(taken.items()))})
+
     if res.exhausted:
         bound1 = f"every reachable state ({res.states:,} states, depth {res.depth})"
     elif res.cut:
@@ -209,11 +217,11 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
         bound1 = f"all runs of <= {n1} steps ({res.states:,} states)"
     if res.violation is not None:
         steps = len(res.violation.trace) - 1
-        return _results(system, "bmc", bound1, res.seconds, res.violation, opts, variants,
+        return results(bound1, res.seconds, res.violation,
                         f"trace of {steps} steps, a shortest run: no run of <= {n1} steps "
                         f"{breaks} ({res.states:,} states)")
     if res.exhausted:
-        return _proved(_results(system, "bmc", bound1, res.seconds, None, opts, variants))
+        return _proved(results(bound1, res.seconds, None))
 
     bounds = [bound1]
     seconds = res.seconds
@@ -236,6 +244,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
                                      max_faults=faults, target=target, progress=tick),
                       faults, budget_name)
         seconds += ph.res.seconds
+        taken.update(ph.res.actions)
         bounds.append(ph.bound())
         bound = "; ".join(bounds)
         n = ph.covered
@@ -250,15 +259,15 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
                 earlier = [c for c, k, lim in ruled_out if lim is None or k > n]
                 shortest = (f"trace of {steps} steps, a shortest {ph.run}: "
                             f"{_join(earlier + [ph.clause()])} {breaks}")
-            return _results(system, "bmc", bound, seconds, ph.res.violation, opts, variants,
+            return results(bound, seconds, ph.res.violation,
                             shortest)
         if ph.res.exhausted and ph.every:
-            return _proved(_results(system, "bmc", bound, seconds, None, opts, variants))
+            return _proved(results(bound, seconds, None))
         if ph.every:
             every_to = max(every_to, n)
         ruled_out.append((ph.clause(), n, faults))
     if walk_depth is None or opts.walks < 1:
-        return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
+        return results("; ".join(bounds), seconds, None)
 
     seed = opts.seed if opts.seed is not None else 0
 
@@ -272,7 +281,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
     if wr.violation is None:
         bounds.append(f"{wr.walks} fault-free random walks of <= {walk_depth} steps (seed "
                       f"{seed}, {wr.steps:,} steps) broke nothing")
-        return _results(system, "bmc", "; ".join(bounds), seconds, None, opts, variants)
+        return results("; ".join(bounds), seconds, None)
     bounds.append(f"fault-free random walks (seed {seed}): walk {wr.walks} broke "
                   f"{wr.violation.invariant} after {wr.walked} steps")
     steps = len(wr.violation.trace) - 1
@@ -283,7 +292,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
         t0 = time.perf_counter()
         proof = shortest(wr.violation.invariant, steps)
         seconds += time.perf_counter() - t0
-    return _results(system, "bmc", "; ".join(bounds), seconds, wr.violation, opts, variants,
+    return results("; ".join(bounds), seconds, wr.violation,
                     _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out], proof))
 
 

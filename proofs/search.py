@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from verbspec.spec.lts import (
@@ -37,6 +37,8 @@ class SearchResult:
     # expanded state that had used up the limit had a fault action enabled (None if none had),
     # so every run of <= fault_level steps keeps within the limit
     fault_level: int | None = None
+    # the transitions of each action the search took (one that reached no new state too)
+    actions: dict[str, int] = field(default_factory=dict)
 
     @property
     def trace(self) -> Trace | None:
@@ -83,11 +85,14 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
     level = 0
     fault_actions = () if limit is None else tuple(a for a in system.actions if a.fault)
     fault_level: int | None = None
+    fired = [0] * len(actions)      # transitions by action
 
     def result(depth: int, exhausted: bool, cut: bool,
                violation: InvariantViolation | None = None) -> SearchResult:
         return SearchResult(depth, len(states), transitions, exhausted, cut,
-                            time.perf_counter() - t0, violation, fault_level)
+                            time.perf_counter() - t0, violation, fault_level,
+                            {act.name: n for (_, act), n in zip(actions, fired, strict=True)
+                             if n})
 
     while frontier and level < depth:
         nxt = []
@@ -104,6 +109,7 @@ def bounded_search(system: System, *, depth: int, max_states: int = 2_000_000,
                 for args in act.enabled(pre):
                     post, obs = act.apply(pre, *args)
                     transitions += 1
+                    fired[ai] += 1
                     if limit is None:
                         key: Any = post
                         f = 0

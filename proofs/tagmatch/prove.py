@@ -63,7 +63,8 @@ def prove(values: Mapping[str, Any] | None = None, variants: Iterable[str] = (),
             bound = f"depth {res.depth}, {res.states} states (state budget reached)"
             detail = "state budget reached before the fixpoint"
         trace = path if res.violation is not None and res.violation.invariant == name else None
-        out.append(Result(name, PROTOCOL, "prove", verdict, bound, seconds, trace, detail))
+        out.append(Result(name, PROTOCOL, "prove", verdict, bound, seconds, trace, detail,
+                          {"actions": res.actions}))
     if system.rules.wildcard_last or system.rules.newest_first:
         return out
     # the inductions are about the z3 relations: only once they were just shown to match the
@@ -144,5 +145,5 @@ def _combine(row: Result, ind: Induction) -> Result:
         bound = f"instance: {row.bound}"
         verdict = "violated" if row.verdict == "violated" else "inconclusive"
     detail = f"{row.detail}; {what}" if row.detail else what
-    return Result(row.invariant, row.protocol, row.method, verdict, bound,
-                  row.seconds + ind.seconds, row.trace, detail)
+    return replace(row, verdict=verdict, bound=bound, seconds=row.seconds + ind.seconds,
+                   detail=detail)

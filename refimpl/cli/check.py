@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from verbspec.proofs.protocols import CHECKS
+from verbspec.proofs.reach import mode_reach
 from verbspec.proofs.report import (
     EXIT_INCONCLUSIVE,
     EXIT_INPUT,
@@ -191,8 +192,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             args.junit.parent.mkdir(parents=True, exist_ok=True)
             args.junit.write_text(junit_xml(results, _not_run(skipped, values, variants)),
                                   encoding="utf-8")
+        modes = [m for p in chosen for m in mode_reach(p, values[p], variants[p], results)]
         report.print_check(results, skipped, values, variants, chosen, args.profile,
-                           args.json, code, incomplete)
+                           args.json, code, incomplete, modes)
     except BrokenPipeError:
         return report.reader_gone(code)
     return code

@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from verbspec.proofs.reach import ModeReach, unreached
 from verbspec.proofs.report import DRIFTED, Result
 from verbspec.refimpl.progress import print_table
 
@@ -39,27 +40,51 @@ def reader_gone(code: int) -> int:
 def print_check(results: list[Result], skipped: list[dict[str, str]],
                 values: dict[str, dict[str, Any]], variants: dict[str, tuple[str, ...]],
                 selected: Sequence[str], profile: str | None, as_json: bool,
-                code: int, incomplete: str | None = None) -> None:
-    """``verbspec check``'s report: one JSON object, or the summary table and the methods
-    left out; ``incomplete`` says why the run stopped before every check (a signal)."""
+                code: int, incomplete: str | None = None,
+                modes: Sequence[ModeReach] = ()) -> None:
+    """``verbspec check``'s report: one JSON object, or the summary table, the methods left
+    out and the modes each method reached (a mode none reached is a warning);
+    ``incomplete`` says why the run stopped before every check (a signal)."""
     if as_json:
+        warnings = [_unreached_text(m) for m in unreached(modes)]
         shown_params: Any = values[selected[0]] if len(selected) == 1 else values
         print(json.dumps({"results": [r.as_json() for r in results], "params": shown_params,
                           "variants": {p: list(variants[p]) for p in selected},
-                          "profile": profile, "skipped": skipped, "incomplete": incomplete},
+                          "profile": profile, "skipped": skipped, "incomplete": incomplete,
+                          "modes": [m.as_json() for m in modes], "warnings": warnings},
                          indent=1))
         return
-    print_results(results, code)
+    print_results(results, code, modes)
     for s in skipped:
         print(f"{s['protocol']}: {s['method']} skipped: {s['reason']}")
     if incomplete is not None:
         print(f"incomplete: {incomplete}")
 
 
-def print_results(results: list[Result], code: int) -> None:
+def _unreached_text(m: ModeReach) -> str:
+    return f"{m.protocol}: no method reached the mode {m.mode!r}"
+
+
+def print_modes(modes: Sequence[ModeReach], console: Console) -> None:
+    """Per protocol, the modes and the methods that reached each; a warning for each mode
+    none reached."""
+    for protocol in dict.fromkeys(m.protocol for m in modes):
+        table = Table(title=f"{protocol}: the modes the checks reached")
+        table.add_column("mode")
+        table.add_column("reached by")
+        for m in modes:
+            if m.protocol == protocol:
+                table.add_row(m.mode, ", ".join(m.methods) or "[yellow]none[/]")
+        console.print(table)
+    for m in unreached(modes):
+        console.print(f"[yellow]warning:[/] {_unreached_text(m)}", highlight=False)
+
+
+def print_results(results: list[Result], code: int, modes: Sequence[ModeReach] = ()) -> None:
     """The summary: one row per invariant with a column per method (verdict and seconds), the
     bound each method reached in a footer (once per protocol and method, and per invariant
-    where one differs), then what was violated or left undecided and why."""
+    where one differs), then what was violated or left undecided and why, then the modes each
+    method reached."""
     console = Console(file=sys.stdout, width=max(Console().width, 120))
     methods = list(dict.fromkeys(r.method for r in results))
     rows: dict[tuple[str, str], dict[str, Result]] = {}
@@ -88,6 +113,7 @@ def print_results(results: list[Result], code: int) -> None:
                                  []).append(r.invariant)
     for (protocol, method, verdict, detail), names in undecided.items():
         console.print(f"[yellow]{protocol} {', '.join(names)} {verdict}[/] ({method}): {detail}")
+    print_modes(modes, console)
     console.print(f"exit {code}")
 
 

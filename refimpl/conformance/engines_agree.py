@@ -37,11 +37,14 @@ class Budget:
 
 BUDGETS = {"gate": Budget(5, 3000), "tagmatch": Budget(20, 3000)}
 HARNESS = {"gate": conformance_gate, "tagmatch": conformance_tagmatch}
-# at the defaults, the modes the defaults leave out are run too, so that a spec changed only
-# there is met: verify blocks and an RC queue pair; two communicators and two senders
+# at the defaults, the modes the defaults leave out (spec/gate/modes.py,
+# spec/tagmatch/modes.py) are run too, so that a spec changed only there is met: verify
+# blocks, an RC queue pair, refused posts and failed polls, wire loss, rank 1 built with
+# another window; two communicators, senders and tags
 MODES: dict[str, tuple[dict[str, Any], ...]] = {
-    "gate": ({}, {"verify_blocks": 1}, {"qp_type": "rc"}),
-    "tagmatch": ({}, {"comms": 2, "senders": 2}),
+    "gate": ({}, {"verify_blocks": 1}, {"qp_type": "rc"}, {"post_failures": 1},
+             {"wire_loss": 1}, {"rank1_window": 8}),
+    "tagmatch": ({}, {"comms": 2, "senders": 2, "tags": 2}),
 }
 
 
@@ -80,6 +83,7 @@ def engine_rows(protocol: str, values: dict[str, Any], variants: Sequence[str],
             continue
         t0, runs, steps, actions = time.perf_counter(), 0, 0, Counter()
         names: set[str] = set()
+        configs: list[dict[str, Any]] = []
         found = None
         for mode in modes:
             system = protocols.load(protocol).build({**values, **mode}, ())
@@ -89,6 +93,7 @@ def engine_rows(protocol: str, values: dict[str, Any], variants: Sequence[str],
             runs, steps = runs + rep.sequences, steps + rep.steps
             names |= {a.name for a in system.actions}
             actions.update(rep.actions)
+            configs.append({"values": mode, "actions": dict(sorted(rep.actions.items()))})
             if rep.mismatch is not None:
                 found = (mode, rep)
                 break
@@ -96,7 +101,8 @@ def engine_rows(protocol: str, values: dict[str, Any], variants: Sequence[str],
         bound = (f"{runs} lockstep runs ({'; '.join(_label(m) for m in modes)}), {steps:,} "
                  f"steps, "
                  f"{len(actions)} of {len(names)} actions")
-        coverage = {"actions": dict(sorted(actions.items()))}
+        # each configuration's actions: a mode is reached by a run of a configuration with it
+        coverage = {"actions": dict(sorted(actions.items())), "configs": configs}
         if found is None:
             rows.append(Result(row_name(engine), protocol, METHOD, "held", bound, seconds,
                                coverage=coverage))
