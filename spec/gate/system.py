@@ -189,7 +189,8 @@ class GateSystem:
     @invariant
     def inv_queue_bounds(self, s: GateState) -> str | None:
         """posted receives, in-flight sends and CQ entries stay within their depths; no chain is
-        longer than chain_max"""
+        longer than chain_max (every post's but the drain's, one chain of window * chunks
+        dummies as ds4 posts it)"""
         cfg = self.params
         if s.ghost.long_chains:
             return s.ghost.long_chains[0]

@@ -321,3 +321,25 @@ def test_every_step_observes_both_ranks_abstract_state_after_it():
         assert step.obs.rank in (0, 1)
     kinds = {s.action for s in trace.steps if s.obs and (s.obs.recvs or s.obs.sends)}
     assert {"big_post_recv", "big_send", "transmit"} <= kinds, kinds
+
+
+@pytest.mark.parametrize("kind", ["receive", "send"])
+def test_a_big_gate_chain_above_chain_max_breaks_queue_bounds(kind):
+    """The chain bound holds for the big-gate posts too: a spec whose big-gate windows post
+    past chain_max breaks queue_bounds at the first such post. Planted: receive chains sized
+    by ranks whose own chain_max is not the configuration's; send sub-batches not capped."""
+    from dataclasses import replace
+
+    sys_ = build({"chain_max": 4})
+    if kind == "receive":
+        sys_.spec.cfgs = tuple(replace(c, chain_max=64) for c in sys_.spec.cfgs)
+    else:
+        sys_.spec._send_room = lambda rk: rk.big_win - rk.big_sent
+    t = run(sys_, ("setup", 0), ("setup", 1), ("call_big", 0, 5), ("call_big", 1, 5),
+            ("big_header_write", 0), ("big_header_write", 1), ("big_header_read", 0),
+            ("big_header_read", 1))
+    with pytest.raises(InvariantViolation) as broke:
+        _drive(sys_, t, stop=lambda s: False)
+    assert broke.value.invariant == "queue_bounds"
+    assert (f"posted a chain of 5 big-gate {kind} work requests, above chain_max 4"
+            in broke.value.message)

@@ -144,6 +144,7 @@ class BigGateSteps(StepsBase):
                            Payload("big", 1 - r, rk.big_base + i, rk.big_no))
                     for i in range(rk.big_posted, rk.big_posted + n))
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = self._chain_check(s, r, len(wrs), "big-gate receive")
         posted = rk.big_posted + n
         s = self._put(s, r, big_posted=posted,
                       phase=BIG_BAR_SEND if posted == rk.big_win else BIG_POST)
@@ -192,6 +193,7 @@ class BigGateSteps(StepsBase):
         wrs = tuple(SendWR(TAG_BULK | (i + 1), "stage", i, 0, length(rk.big_base + i), True,
                            Payload("big", r, rk.big_base + i, rk.big_no)) for i in idx)
         s = evolve(s, fabric=fb.post_send(s.fabric, r, wrs))
+        s = self._chain_check(s, r, len(wrs), "big-gate send")
         s = self._put(s, r, big_sent=rk.big_sent + n)
         return s, self._obs(s, r, sends=tuple(self._wr_view(r, w) for w in wrs))
 

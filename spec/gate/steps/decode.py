@@ -148,6 +148,7 @@ class DecodeSteps(StepsBase):
                                      f"{rk.last_gate_seq}")
         wrs = self.gate_recv_chain(r, rk.seq + self.cfgs[r].window)
         s = evolve(s, fabric=fb.post_recv(s.fabric, r, wrs))
+        s = self._chain_check(s, r, len(wrs), "receive")
         s = self._put(s, r, last_gate_seq=rk.seq, phase=HOLD)
         return s, self._obs(s, r, recvs=tuple(self._wr_view(r, w) for w in wrs))
 
