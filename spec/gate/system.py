@@ -33,7 +33,7 @@ from verbspec.spec.gate.state import (
 )
 from verbspec.spec.gate.steps import BATCH_ACTIONS, BLOCK_ACTIONS, POST_FAILURE_ACTIONS, GateSpec
 from verbspec.spec.gate.variants import PROFILES, VARIANTS
-from verbspec.spec.gate.wire import TAG_BULK
+from verbspec.spec.gate.wire import TAG_BULK, Payload
 from verbspec.spec.params import check_values, check_variants
 
 PROTOCOL = "gate"
@@ -50,6 +50,26 @@ CALL_GATE, CALL_BIG = name_of(GateSpec.do_call_gate), name_of(GateSpec.do_call_b
 CALL_BLOCK = name_of(GateSpec.do_call_block)
 TIMEOUT = name_of(GateSpec.do_timeout)
 BAD_CALL = name_of(GateSpec.do_bad_call)
+
+
+def ds4_slot(c: GateConfig, seq: int) -> int:
+    """The slab slot of gate ``seq`` as ds4's tp_gate_slot computes it (ds4_tp.c 1281-1304):
+    with a slot mask, its ordinal-th set bit (the ordinal (seq-1) mod gates_per_token; past
+    the mask's bits, n_slots); with no gates per token, (seq-1) mod n_slots; else start +
+    ordinal * step. Restated here, apart from ``GateConfig.slot`` that the steps place work
+    requests with, so that the invariant judging the places does not read the helper it
+    judges."""
+    if c.slot_mask:
+        ordinal = (seq - 1) % c.gates_per_token
+        bits = c.slot_mask
+        if ordinal >= bits.bit_count():
+            return c.n_slots
+        for _ in range(ordinal):
+            bits &= bits - 1
+        return (bits & -bits).bit_length() - 1
+    if c.gates_per_token == 0:
+        return (seq - 1) % c.n_slots
+    return c.slot_start + (seq - 1) % c.gates_per_token * c.slot_step
 
 
 class GateSystem:
@@ -127,8 +147,24 @@ class GateSystem:
     @invariant
     def inv_chunk_alignment(self, s: GateState) -> str | None:
         """the k-th chunk sent for gate s lands in the receive posted for gate s, chunk k (drain
-        dummies only in lookahead receives, big-gate chunks only in their own staging receive)"""
-        return s.ghost.misaligned[0] if s.ghost.misaligned else None
+        dummies only in lookahead receives, big-gate chunks only in their own staging receive);
+        every decode receive and send posted for gate s sits in ds4's slot for s, chunk k at
+        k * max_msg"""
+        if s.ghost.misaligned:
+            return s.ghost.misaligned[0]
+        for r in (0, 1):
+            c, qp = self.spec.cfgs[r], s.fabric.qps[r]
+            posted = [(w, w.want, "receive") for w in qp.rq] + [(w, w.payload, "send")
+                                                                 for w in qp.sq]
+            for w, of, kind in posted:
+                if not (isinstance(of, Payload) and of.kind == "gate"):
+                    continue
+                want = (ds4_slot(c, of.seq), of.chunk * c.max_msg)
+                if (w.slot, w.offset) != want:
+                    return (f"rank {r} posted the {kind} of gate {of.seq} chunk {of.chunk} at "
+                            f"slot {w.slot} offset {w.offset}; ds4 places it at slot "
+                            f"{want[0]} offset {want[1]}")
+        return None
 
     @invariant
     def inv_watermark_sound(self, s: GateState) -> str | None:

@@ -343,3 +343,25 @@ def test_a_big_gate_chain_above_chain_max_breaks_queue_bounds(kind):
     assert broke.value.invariant == "queue_bounds"
     assert (f"posted a chain of 5 big-gate {kind} work requests, above chain_max 4"
             in broke.value.message)
+
+
+def test_a_slot_mapping_off_by_one_breaks_chunk_alignment_at_the_first_post(monkeypatch):
+    """The slot check restates ds4's tp_gate_slot apart from GateConfig.slot, which places the
+    work requests: a spec whose mapping is off by one is caught by its own invariant."""
+    from verbspec.spec.gate.params import GateConfig
+    from verbspec.spec.gate.system import ds4_slot
+
+    sys_ = build({})
+    assert [ds4_slot(sys_.params, q) for q in (1, 2, 86, 87)] == [0, 1, 85, 0]
+    real = GateConfig.slot
+    monkeypatch.setattr(GateConfig, "slot", lambda self, seq: (real(self, seq) + 1) % 86)
+    # the application's call names the layer and gate of seq 1's (planted) slot
+    t = run(sys_, ("setup", 0), ("setup", 1))
+    [call] = [a for a in sys_.actions if a.name == "call_gate"]
+    (args,) = [a for a in call.enabled(t.steps[-1].state) if a[0] == 0]
+    with pytest.raises(InvariantViolation) as broke:
+        run(sys_, ("setup", 0), ("setup", 1), ("call_gate", *args), ("arm_post", 0))
+    assert broke.value.invariant == "chunk_alignment"
+    assert ("rank 0 posted the receive of gate 1 chunk 0 at slot 1 offset 0; ds4 places it at "
+            "slot 0 offset 0") in broke.value.message
+    assert broke.value.trace.steps[-1].action == "arm_post"
