@@ -1,8 +1,8 @@
 """``verbspec check`` holds the spec against the independent engines (refimpl/conformance/
 engines_agree.py): a short lockstep run of each protocol's spec against its C engine and its
 Python engine, each a reading of the protocol apart from the spec. A spec whose slot mapping
-is off by one, which its own invariants and proofs read alike and cannot see, fails the main
-job here, naming the step."""
+is off by one fails the main job here, naming the step, apart from its own invariant
+(chunk_alignment judges slots by ds4's formula restated apart: tests/spec/test_gate_steps.py)."""
 
 from __future__ import annotations
 
