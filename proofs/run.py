@@ -218,8 +218,8 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
     if res.violation is not None:
         steps = len(res.violation.trace) - 1
         return results(bound1, res.seconds, res.violation,
-                        f"trace of {steps} steps, a shortest run: no run of <= {n1} steps "
-                        f"{breaks} ({res.states:,} states)")
+                       f"trace of {steps} steps, a shortest run: no run of <= {n1} steps "
+                       f"{breaks} ({res.states:,} states)")
     if res.exhausted:
         return _proved(results(bound1, res.seconds, None))
 
@@ -259,8 +259,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
                 earlier = [c for c, k, lim in ruled_out if lim is None or k > n]
                 shortest = (f"trace of {steps} steps, a shortest {ph.run}: "
                             f"{_join(earlier + [ph.clause()])} {breaks}")
-            return results(bound, seconds, ph.res.violation,
-                            shortest)
+            return results(bound, seconds, ph.res.violation, shortest)
         if ph.res.exhausted and ph.every:
             return _proved(results(bound, seconds, None))
         if ph.every:
@@ -293,7 +292,7 @@ def _layered_bmc(system: System, variants: Sequence[str], opts: Options, res: Se
         proof = shortest(wr.violation.invariant, steps)
         seconds += time.perf_counter() - t0
     return results("; ".join(bounds), seconds, wr.violation,
-                    _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out], proof))
+                   _walk_found(wr, walk_depth, [c for c, _, _ in ruled_out], proof))
 
 
 def _walk_found(wr: WalkResult, depth: int, ruled_out: list[str], proof: str | None) -> str:
