@@ -13,7 +13,10 @@
  * socket's bytes, through the libc calls that move them.
  *
  * Every line is written by one write(2) on an O_APPEND descriptor under the process mutex, so
- * lines never interleave; a forked child opens its own file. */
+ * lines never interleave; a forked child opens its own file. The hot calls (posts and polls
+ * that return completions) are copied and queued with their time under the mutex, in the order
+ * of every other event, and turned into text later: when the program next polls an empty CQ
+ * (it is waiting then), before any other event, and before a batch is written. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -52,6 +55,7 @@
 #define MAX_CTX 64              /* contexts open at once whose ops are swapped */
 #define MAP_CAP 4096            /* CQs and QPs remembered (a power of two) */
 #define MAP_TOMB ((uintptr_t)1) /* a removed key: lookups probe past it */
+#define PEND_MAX 1024           /* queued hot events turned into text at once past this many */
 
 /* ================================================================== state
  * A preload library has no caller to hand it a context: everything the wrappers share lives in
@@ -136,7 +140,9 @@ static struct recorder {
     char out[OUT_CAP];              /* lines not yet written: one write per batch, not per line */
     _Atomic size_t out_len;
     uint64_t out_at;                /* when the last batch was written */
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+    struct pend *pend, **pend_tail; /* hot events queued, not yet text (oldest first) */
+    _Atomic unsigned pend_n;
+} R = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .pend_tail = &R.pend};
 
 static pthread_once_t reals_once = PTHREAD_ONCE_INIT;
 /* the calling thread's id (a syscall saved per event), reset in a forked child */
@@ -428,63 +434,79 @@ static void write_all(const char *p, size_t len)
     }
 }
 
-/* The batch written (R.lock held). */
-static void flush_locked(void)
+/* The batch written as it is (R.lock held). */
+static void write_batch_locked(void)
 {
     write_all(R.out, R.out_len);
     R.out_len = 0;
     R.out_at = now_ns();
 }
 
+static void drain_locked(void);
+
+/* The queued events turned into lines, and the batch written (R.lock held). */
+static void flush_locked(void)
+{
+    drain_locked();
+    write_batch_locked();
+}
+
 /* The batch written, if there is one. */
 static void flush_pending(void)
 {
-    if (R.out_len == 0)
+    if (R.out_len == 0 && atomic_load(&R.pend_n) == 0)
         return;
     pthread_mutex_lock(&R.lock);
     flush_locked();
     pthread_mutex_unlock(&R.lock);
 }
 
-static void emit(const char *ev, struct jbuf *b)
+/* The line of an event of thread ``tid`` at time ``t`` appended to the batch (R.lock held);
+ * frees b. */
+static void emit_locked(const char *ev, struct jbuf *b, uint64_t t, pid_t tid)
 {
     jb_raw(b, "}\n", 2);
-    if (!b->failed) {
-        pid_t tid = current_tid();
-        pthread_mutex_lock(&R.lock);
-        if (R.fd >= 0 && !R.ended) {
-            char head[HEAD];
-            size_t n = 0;
-            memcpy(head, "{\"ev\":\"", 7);
-            n = 7;
-            size_t el = strlen(ev);
-            memcpy(head + n, ev, el);
-            n += el;
-            memcpy(head + n, "\",\"t\":", 6);
-            n += 6;
-            uint64_t t = now_ns();
-            n += fmt_u64(head + n, t);
-            memcpy(head + n, ",\"tid\":", 7);
-            n += 7;
-            n += fmt_u64(head + n, (uint64_t)tid);
-            char *start = b->p + HEAD - n;
-            memcpy(start, head, n);
-            size_t len = b->len - HEAD + n;
-            if (R.out_len + len > OUT_CAP)
-                flush_locked();
-            if (len > OUT_CAP) {
-                write_all(start, len);
-            } else {
-                memcpy(R.out + R.out_len, start, len);
-                R.out_len += len;
-            }
-            R.ended = strcmp(ev, "end") == 0;
-            if (R.ended || t - R.out_at >= FLUSH_NS)
-                flush_locked();
+    if (!b->failed && R.fd >= 0 && !R.ended) {
+        char head[HEAD];
+        size_t n = 0;
+        memcpy(head, "{\"ev\":\"", 7);
+        n = 7;
+        size_t el = strlen(ev);
+        memcpy(head + n, ev, el);
+        n += el;
+        memcpy(head + n, "\",\"t\":", 6);
+        n += 6;
+        n += fmt_u64(head + n, t);
+        memcpy(head + n, ",\"tid\":", 7);
+        n += 7;
+        n += fmt_u64(head + n, (uint64_t)tid);
+        char *start = b->p + HEAD - n;
+        memcpy(start, head, n);
+        size_t len = b->len - HEAD + n;
+        if (R.out_len + len > OUT_CAP)
+            write_batch_locked();
+        if (len > OUT_CAP) {
+            write_all(start, len);
+        } else {
+            memcpy(R.out + R.out_len, start, len);
+            R.out_len += len;
         }
-        pthread_mutex_unlock(&R.lock);
+        R.ended = strcmp(ev, "end") == 0;
+        /* a queued event's time may precede the last batch's */
+        if (R.ended || (t > R.out_at && t - R.out_at >= FLUSH_NS))
+            write_batch_locked();
     }
     free(b->p);
+}
+
+/* An event's line, after every queued one; frees b. */
+static void emit(const char *ev, struct jbuf *b)
+{
+    pid_t tid = current_tid();
+    pthread_mutex_lock(&R.lock);
+    drain_locked();
+    emit_locked(ev, b, now_ns(), tid);
+    pthread_mutex_unlock(&R.lock);
 }
 
 /* An event with no body. */
@@ -1197,26 +1219,259 @@ static struct ctx_slot *ctx_find(const struct ibv_context *ctx)
     return NULL;
 }
 
-/* A post's line: its queue pair, what the provider returned, the index of the work request it
- * refused (or null) and the work requests, already written into `w` (freed here). */
-static void emit_post(const char *ev, uint32_t qp_num, int rc, long at, struct jbuf *w)
+/* ------------------------------------------------------------- the hot events' text */
+/* A send list's work requests as a JSON array (every one signaled on a sig_all QP). */
+static void send_wrs_json(struct jbuf *w, const struct ibv_send_wr *wr, int sig_all)
 {
-    struct jbuf b;
-    jb_init(&b);
-    jb_kuint(&b, "qp_num", qp_num);
-    jb_kint(&b, "rc", rc);
-    jb_key(&b, "bad");
+    jb_raw(w, "[", 1);
+    for (const struct ibv_send_wr *x = wr; x; x = x->next) {
+        jb_raw(w, x == wr ? "{" : ",{", x == wr ? 1 : 2);
+        jb_lit(w, "\"wr_id\":");
+        jb_u64(w, x->wr_id);
+        jb_key(w, "opcode");
+        jb_name(w, SEND_OPS, COUNT(SEND_OPS), (unsigned)x->opcode);
+        jb_kuint(w, "flags", x->send_flags);
+        jb_key(w, "signaled");
+        jb_lit(w, sig_all || (x->send_flags & IBV_SEND_SIGNALED) ? "true" : "false");
+        jb_key(w, "imm");
+        if (x->opcode == IBV_WR_SEND_WITH_IMM || x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+            jb_u64(w, ntohl(x->imm_data));
+        else
+            jb_lit(w, "null");
+        jb_sges(w, x->sg_list, x->num_sge);
+        int rdma = x->opcode == IBV_WR_RDMA_WRITE || x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                   x->opcode == IBV_WR_RDMA_READ;
+        int atomic = x->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                     x->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+        jb_key(w, "remote_addr");
+        if (rdma || atomic)
+            jb_u64(w, rdma ? x->wr.rdma.remote_addr : x->wr.atomic.remote_addr);
+        else
+            jb_lit(w, "null");
+        jb_key(w, "rkey");
+        if (rdma || atomic)
+            jb_u64(w, rdma ? x->wr.rdma.rkey : x->wr.atomic.rkey);
+        else
+            jb_lit(w, "null");
+        jb_raw(w, "}", 1);
+    }
+    jb_raw(w, "]", 1);
+}
+
+/* A receive list's work requests as a JSON array. */
+static void recv_wrs_json(struct jbuf *w, const struct ibv_recv_wr *wr)
+{
+    jb_raw(w, "[", 1);
+    for (const struct ibv_recv_wr *x = wr; x; x = x->next) {
+        jb_raw(w, x == wr ? "{" : ",{", x == wr ? 1 : 2);
+        jb_lit(w, "\"wr_id\":");
+        jb_u64(w, x->wr_id);
+        jb_sges(w, x->sg_list, x->num_sge);
+        jb_raw(w, "}", 1);
+    }
+    jb_raw(w, "]", 1);
+}
+
+/* A post's body: its queue pair, what the provider returned, the index of the work request it
+ * refused (or null) and the work requests, already written into `w` (freed here). */
+static void post_body(struct jbuf *b, uint32_t qp_num, int rc, long at, struct jbuf *w)
+{
+    jb_init(b);
+    jb_kuint(b, "qp_num", qp_num);
+    jb_kint(b, "rc", rc);
+    jb_key(b, "bad");
     if (at >= 0)
-        jb_i64(&b, at);
+        jb_i64(b, at);
     else
-        jb_lit(&b, "null");
-    jb_key(&b, "wrs");
+        jb_lit(b, "null");
+    jb_key(b, "wrs");
     if (!w->failed)
-        jb_raw(&b, w->p + HEAD, w->len - HEAD);
+        jb_raw(b, w->p + HEAD, w->len - HEAD);
     else
-        b.failed = 1;
+        b->failed = 1;
     free(w->p);
-    emit(ev, &b);
+}
+
+/* A poll's body: its CQ, what it asked for and got, the empty polls before it, the
+ * completions. */
+static void poll_body(struct jbuf *b, uintptr_t cq, int num, int rc, uint64_t empty,
+                      const struct ibv_wc *wc)
+{
+    jb_init(b);
+    jb_kuint(b, "cq", cq);
+    jb_kint(b, "max", num);
+    jb_kint(b, "rc", rc);
+    jb_kuint(b, "empty_before", empty);
+    jb_key(b, "wcs");
+    jb_raw(b, "[", 1);
+    for (int i = 0; i < rc; i++) {
+        const struct ibv_wc *x = &wc[i];
+        jb_raw(b, i ? ",{" : "{", i ? 2 : 1);
+        jb_lit(b, "\"wr_id\":");
+        jb_u64(b, x->wr_id);
+        jb_kint(b, "status", x->status);
+        jb_key(b, "opcode");
+        jb_wc_opcode(b, (unsigned)x->opcode);
+        jb_kuint(b, "byte_len", x->byte_len);
+        jb_kuint(b, "qp_num", x->qp_num);
+        jb_key(b, "imm");
+        if (x->wc_flags & IBV_WC_WITH_IMM)
+            jb_u64(b, ntohl(x->imm_data));
+        else
+            jb_lit(b, "null");
+        jb_kuint(b, "wc_flags", x->wc_flags);
+        jb_raw(b, "}", 1);
+    }
+    jb_raw(b, "]", 1);
+}
+
+/* ------------------------------------------------------------- the hot events, queued */
+enum pend_kind { PEND_SEND, PEND_RECV, PEND_POLL };
+
+/* A post or a poll as it was: copies of its work requests (their SGE lists too) or of its
+ * completions, laid out after the record in one allocation. */
+struct pend {
+    struct pend *next;
+    enum pend_kind kind;
+    uint64_t t;
+    pid_t tid;
+    uint32_t qp_num;            /* a post's */
+    int rc;
+    long at;
+    int sig_all;
+    uintptr_t cq;               /* a poll's */
+    int max;
+    uint64_t empty;
+    union {
+        struct ibv_send_wr *send;
+        struct ibv_recv_wr *recv;
+        struct ibv_wc *wc;
+    } u;
+};
+
+static size_t sge_count(int n)
+{
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* A send list copied (NULL: out of memory). */
+static struct pend *copy_send(const struct ibv_send_wr *wr)
+{
+    size_t n = 0, sges = 0;
+    for (const struct ibv_send_wr *x = wr; x; x = x->next, n++)
+        sges += x->sg_list ? sge_count(x->num_sge) : 0;
+    struct pend *p = malloc(sizeof *p + n * sizeof(struct ibv_send_wr) +
+                            sges * sizeof(struct ibv_sge));
+    if (p == NULL)
+        return NULL;
+    struct ibv_send_wr *w = (struct ibv_send_wr *)(p + 1);
+    struct ibv_sge *g = (struct ibv_sge *)(w + n);
+    size_t i = 0;
+    for (const struct ibv_send_wr *x = wr; x; x = x->next, i++) {
+        w[i] = *x;
+        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+        if (x->sg_list) {
+            memcpy(g, x->sg_list, sge_count(x->num_sge) * sizeof *g);
+            w[i].sg_list = g;
+            g += sge_count(x->num_sge);
+        }
+    }
+    p->kind = PEND_SEND;
+    p->u.send = n ? w : NULL;
+    return p;
+}
+
+/* A receive list copied (NULL: out of memory). */
+static struct pend *copy_recv(const struct ibv_recv_wr *wr)
+{
+    size_t n = 0, sges = 0;
+    for (const struct ibv_recv_wr *x = wr; x; x = x->next, n++)
+        sges += x->sg_list ? sge_count(x->num_sge) : 0;
+    struct pend *p = malloc(sizeof *p + n * sizeof(struct ibv_recv_wr) +
+                            sges * sizeof(struct ibv_sge));
+    if (p == NULL)
+        return NULL;
+    struct ibv_recv_wr *w = (struct ibv_recv_wr *)(p + 1);
+    struct ibv_sge *g = (struct ibv_sge *)(w + n);
+    size_t i = 0;
+    for (const struct ibv_recv_wr *x = wr; x; x = x->next, i++) {
+        w[i] = *x;
+        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
+        if (x->sg_list) {
+            memcpy(g, x->sg_list, sge_count(x->num_sge) * sizeof *g);
+            w[i].sg_list = g;
+            g += sge_count(x->num_sge);
+        }
+    }
+    p->kind = PEND_RECV;
+    p->u.recv = n ? w : NULL;
+    return p;
+}
+
+/* A queued event's line (R.lock held); frees p. */
+static void pend_emit_locked(struct pend *p)
+{
+    struct jbuf w, b;
+    if (p->kind == PEND_POLL) {
+        poll_body(&b, p->cq, p->max, p->rc, p->empty, p->u.wc);
+        emit_locked("poll_cq", &b, p->t, p->tid);
+    } else {
+        jb_init(&w);
+        if (p->kind == PEND_SEND)
+            send_wrs_json(&w, p->u.send, p->sig_all);
+        else
+            recv_wrs_json(&w, p->u.recv);
+        post_body(&b, p->qp_num, p->rc, p->at, &w);
+        emit_locked(p->kind == PEND_SEND ? "post_send" : "post_recv", &b, p->t, p->tid);
+    }
+    free(p);
+}
+
+/* Every queued event's line, oldest first (R.lock held). */
+static void drain_locked(void)
+{
+    struct pend *p = R.pend;
+    R.pend = NULL;
+    R.pend_tail = &R.pend;
+    atomic_store(&R.pend_n, 0);
+    while (p) {
+        struct pend *next = p->next;
+        pend_emit_locked(p);
+        p = next;
+    }
+}
+
+/* A hot event queued, its time taken now: in the order of every other event, as emit would
+ * have written it. Turned into text at once when the queue is long or a batch is due. */
+static void pend_queue(struct pend *p)
+{
+    p->next = NULL;
+    p->tid = current_tid();
+    pthread_mutex_lock(&R.lock);
+    if (R.fd < 0 || R.ended) {
+        pthread_mutex_unlock(&R.lock);
+        free(p);
+        return;
+    }
+    p->t = now_ns();
+    *R.pend_tail = p;
+    R.pend_tail = &p->next;
+    unsigned n = atomic_fetch_add(&R.pend_n, 1) + 1;
+    if (n >= PEND_MAX || p->t - R.out_at >= FLUSH_NS)
+        drain_locked();         /* emit_locked writes the batch when it is due */
+    pthread_mutex_unlock(&R.lock);
+}
+
+/* The program waits (an empty poll): the queued events turned into text, unless another
+ * thread holds the lock. */
+static void pend_idle(void)
+{
+    if (atomic_load_explicit(&R.pend_n, memory_order_relaxed) == 0)
+        return;
+    if (pthread_mutex_trylock(&R.lock) != 0)
+        return;
+    drain_locked();
+    pthread_mutex_unlock(&R.lock);
 }
 
 /* A swapped op on a context the recorder no longer knows (used after ibv_close_device). */
@@ -1226,6 +1481,7 @@ static int lost_context(const char *call)
     return EINVAL;
 }
 
+/* post_send's line, queued (its work requests copied before the provider sees them). */
 static int rec_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad_wr)
 {
     struct ctx_slot *s = ctx_find(qp->context);
@@ -1234,42 +1490,7 @@ static int rec_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_s
     if (!recording())
         return s->post_send(qp, wr, bad_wr);
     struct map_slot *q = map_find(R.qps, qp);
-    int sig_all = q && atomic_load(&q->val) == 2;
-    struct jbuf w;              /* the work requests, read before the provider sees them */
-    jb_init(&w);
-    jb_raw(&w, "[", 1);
-    for (struct ibv_send_wr *x = wr; x; x = x->next) {
-        jb_raw(&w, x == wr ? "{" : ",{", x == wr ? 1 : 2);
-        jb_lit(&w, "\"wr_id\":");
-        jb_u64(&w, x->wr_id);
-        jb_key(&w, "opcode");
-        jb_name(&w, SEND_OPS, COUNT(SEND_OPS), (unsigned)x->opcode);
-        jb_kuint(&w, "flags", x->send_flags);
-        jb_key(&w, "signaled");
-        jb_lit(&w, sig_all || (x->send_flags & IBV_SEND_SIGNALED) ? "true" : "false");
-        jb_key(&w, "imm");
-        if (x->opcode == IBV_WR_SEND_WITH_IMM || x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-            jb_u64(&w, ntohl(x->imm_data));
-        else
-            jb_lit(&w, "null");
-        jb_sges(&w, x->sg_list, x->num_sge);
-        int rdma = x->opcode == IBV_WR_RDMA_WRITE || x->opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
-                   x->opcode == IBV_WR_RDMA_READ;
-        int atomic = x->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                     x->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-        jb_key(&w, "remote_addr");
-        if (rdma || atomic)
-            jb_u64(&w, rdma ? x->wr.rdma.remote_addr : x->wr.atomic.remote_addr);
-        else
-            jb_lit(&w, "null");
-        jb_key(&w, "rkey");
-        if (rdma || atomic)
-            jb_u64(&w, rdma ? x->wr.rdma.rkey : x->wr.atomic.rkey);
-        else
-            jb_lit(&w, "null");
-        jb_raw(&w, "}", 1);
-    }
-    jb_raw(&w, "]", 1);
+    struct pend *p = copy_send(wr);
     struct ibv_send_wr *bad = NULL;
     int rc = s->post_send(qp, wr, &bad);
     int e = errno;
@@ -1281,12 +1502,20 @@ static int rec_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_s
             at = i;
             break;
         }
-    emit_post("post_send", qp->qp_num, rc, at, &w);
+    if (p) {
+        p->qp_num = qp->qp_num;
+        p->rc = rc;
+        p->at = at;
+        p->sig_all = q && atomic_load(&q->val) == 2;
+        pend_queue(p);
+    } else {
+        unsupported("ibv_post_send", "out of memory copying the work requests");
+    }
     errno = e;
     return rc;
 }
 
-/* post_recv's line (and its bad index) for a list read before the call. */
+/* post_recv's line, queued (its work requests copied before the provider sees them). */
 static int rec_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
     struct ctx_slot *s = ctx_find(qp->context);
@@ -1294,17 +1523,7 @@ static int rec_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_r
         return lost_context("ibv_post_recv");
     if (!recording())
         return s->post_recv(qp, wr, bad_wr);
-    struct jbuf w;
-    jb_init(&w);
-    jb_raw(&w, "[", 1);
-    for (struct ibv_recv_wr *x = wr; x; x = x->next) {
-        jb_raw(&w, x == wr ? "{" : ",{", x == wr ? 1 : 2);
-        jb_lit(&w, "\"wr_id\":");
-        jb_u64(&w, x->wr_id);
-        jb_sges(&w, x->sg_list, x->num_sge);
-        jb_raw(&w, "}", 1);
-    }
-    jb_raw(&w, "]", 1);
+    struct pend *p = copy_recv(wr);
     struct ibv_recv_wr *bad = NULL;
     int rc = s->post_recv(qp, wr, &bad);
     int e = errno;
@@ -1316,13 +1535,20 @@ static int rec_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_r
             at = i;
             break;
         }
-    emit_post("post_recv", qp->qp_num, rc, at, &w);
+    if (p) {
+        p->qp_num = qp->qp_num;
+        p->rc = rc;
+        p->at = at;
+        pend_queue(p);
+    } else {
+        unsupported("ibv_post_recv", "out of memory copying the work requests");
+    }
     errno = e;
     return rc;
 }
 
-/* An empty poll is only counted (per CQ); a poll that returned anything (or failed) is
- * written with the empty polls before it. */
+/* An empty poll is only counted (per CQ), and is when the queued events become text; a poll
+ * that returned anything (or failed) is queued with the empty polls before it. */
 static int rec_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
 {
     struct ctx_slot *s = ctx_find(cq->context);
@@ -1338,38 +1564,25 @@ static int rec_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
     if (rc == 0) {
         if (c)
             atomic_fetch_add_explicit(&c->val, 1, memory_order_relaxed);
+        pend_idle();
         errno = e;
         return rc;
     }
     uint64_t empty = c ? atomic_exchange(&c->val, 0) : 0;
-    struct jbuf b;
-    jb_init(&b);
-    jb_kuint(&b, "cq", (uintptr_t)cq);
-    jb_kint(&b, "max", num);
-    jb_kint(&b, "rc", rc);
-    jb_kuint(&b, "empty_before", empty);
-    jb_key(&b, "wcs");
-    jb_raw(&b, "[", 1);
-    for (int i = 0; i < rc; i++) {
-        const struct ibv_wc *x = &wc[i];
-        jb_raw(&b, i ? ",{" : "{", i ? 2 : 1);
-        jb_lit(&b, "\"wr_id\":");
-        jb_u64(&b, x->wr_id);
-        jb_kint(&b, "status", x->status);
-        jb_key(&b, "opcode");
-        jb_wc_opcode(&b, (unsigned)x->opcode);
-        jb_kuint(&b, "byte_len", x->byte_len);
-        jb_kuint(&b, "qp_num", x->qp_num);
-        jb_key(&b, "imm");
-        if (x->wc_flags & IBV_WC_WITH_IMM)
-            jb_u64(&b, ntohl(x->imm_data));
-        else
-            jb_lit(&b, "null");
-        jb_kuint(&b, "wc_flags", x->wc_flags);
-        jb_raw(&b, "}", 1);
+    size_t got = rc > 0 ? (size_t)rc : 0;
+    struct pend *p = malloc(sizeof *p + got * sizeof *wc);
+    if (p) {
+        p->kind = PEND_POLL;
+        p->u.wc = (struct ibv_wc *)(p + 1);
+        memcpy(p->u.wc, wc, got * sizeof *wc);
+        p->cq = (uintptr_t)cq;
+        p->max = num;
+        p->rc = rc;
+        p->empty = empty;
+        pend_queue(p);
+    } else {
+        unsupported("ibv_poll_cq", "out of memory copying the completions");
     }
-    jb_raw(&b, "]", 1);
-    emit("poll_cq", &b);
     errno = e;
     return rc;
 }
