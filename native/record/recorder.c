@@ -1354,59 +1354,36 @@ static size_t sge_count(int n)
     return n > 0 ? (size_t)n : 0;
 }
 
-/* A send list copied (NULL: out of memory). */
-static struct pend *copy_send(const struct ibv_send_wr *wr)
-{
-    size_t n = 0, sges = 0;
-    for (const struct ibv_send_wr *x = wr; x; x = x->next, n++)
-        sges += x->sg_list ? sge_count(x->num_sge) : 0;
-    struct pend *p = malloc(sizeof *p + n * sizeof(struct ibv_send_wr) +
-                            sges * sizeof(struct ibv_sge));
-    if (p == NULL)
-        return NULL;
-    struct ibv_send_wr *w = (struct ibv_send_wr *)(p + 1);
-    struct ibv_sge *g = (struct ibv_sge *)(w + n);
-    size_t i = 0;
-    for (const struct ibv_send_wr *x = wr; x; x = x->next, i++) {
-        w[i] = *x;
-        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
-        if (x->sg_list) {
-            memcpy(g, x->sg_list, sge_count(x->num_sge) * sizeof *g);
-            w[i].sg_list = g;
-            g += sge_count(x->num_sge);
-        }
+/* NAME(wr): a work-request list of WR_T copied, its SGE lists with it, into a queued event of
+ * KIND (NULL: out of memory). The send and receive lists differ only in their type. */
+#define DEFINE_COPY(NAME, WR_T, KIND, FIELD)                                                   \
+    static struct pend *NAME(const WR_T *wr)                                                   \
+    {                                                                                          \
+        size_t n = 0, sges = 0;                                                                \
+        for (const WR_T *x = wr; x; x = x->next, n++)                                          \
+            sges += x->sg_list ? sge_count(x->num_sge) : 0;                                    \
+        struct pend *p = malloc(sizeof *p + n * sizeof(WR_T) + sges * sizeof(struct ibv_sge)); \
+        if (p == NULL)                                                                         \
+            return NULL;                                                                       \
+        WR_T *w = (WR_T *)(p + 1);                                                             \
+        struct ibv_sge *g = (struct ibv_sge *)(w + n);                                         \
+        size_t i = 0;                                                                          \
+        for (const WR_T *x = wr; x; x = x->next, i++) {                                        \
+            w[i] = *x;                                                                         \
+            w[i].next = i + 1 < n ? &w[i + 1] : NULL;                                          \
+            if (x->sg_list) {                                                                  \
+                memcpy(g, x->sg_list, sge_count(x->num_sge) * sizeof *g);                      \
+                w[i].sg_list = g;                                                              \
+                g += sge_count(x->num_sge);                                                    \
+            }                                                                                  \
+        }                                                                                      \
+        p->kind = KIND;                                                                        \
+        p->u.FIELD = n ? w : NULL;                                                             \
+        return p;                                                                              \
     }
-    p->kind = PEND_SEND;
-    p->u.send = n ? w : NULL;
-    return p;
-}
 
-/* A receive list copied (NULL: out of memory). */
-static struct pend *copy_recv(const struct ibv_recv_wr *wr)
-{
-    size_t n = 0, sges = 0;
-    for (const struct ibv_recv_wr *x = wr; x; x = x->next, n++)
-        sges += x->sg_list ? sge_count(x->num_sge) : 0;
-    struct pend *p = malloc(sizeof *p + n * sizeof(struct ibv_recv_wr) +
-                            sges * sizeof(struct ibv_sge));
-    if (p == NULL)
-        return NULL;
-    struct ibv_recv_wr *w = (struct ibv_recv_wr *)(p + 1);
-    struct ibv_sge *g = (struct ibv_sge *)(w + n);
-    size_t i = 0;
-    for (const struct ibv_recv_wr *x = wr; x; x = x->next, i++) {
-        w[i] = *x;
-        w[i].next = i + 1 < n ? &w[i + 1] : NULL;
-        if (x->sg_list) {
-            memcpy(g, x->sg_list, sge_count(x->num_sge) * sizeof *g);
-            w[i].sg_list = g;
-            g += sge_count(x->num_sge);
-        }
-    }
-    p->kind = PEND_RECV;
-    p->u.recv = n ? w : NULL;
-    return p;
-}
+DEFINE_COPY(copy_send, struct ibv_send_wr, PEND_SEND, send)
+DEFINE_COPY(copy_recv, struct ibv_recv_wr, PEND_RECV, recv)
 
 /* A queued event's line (R.lock held); frees p. */
 static void pend_emit_locked(struct pend *p)
